@@ -1,0 +1,304 @@
+package io.pinless.alts;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import java.security.GeneralSecurityException;
+import javax.crypto.AEADBadTagException;
+
+/**
+ * Decrypts ALTS records: ciphertext {@link ByteBuf}s in, plaintext {@link ByteBuf}s out.
+ *
+ * <pre>
+ *   read buffer:  | record 1 | record 2 | record 3 | head of record 4 |
+ *                      |          |          |            |
+ *                      v          v          v            v copied (its own bytes only) into a
+ *   fired:        | plain 1  | plain 2  | plain 3  |        buffer sized from its header
+ *                 one pooled direct buffer per read
+ * </pre>
+ *
+ * <p>Whole records are decrypted straight out of the buffer the socket read into, one
+ * {@code doFinal} each, into one pooled direct buffer per read; there is no cumulation. A record
+ * that a read cuts short is copied into a buffer of exactly its own size (or, before its 8-byte
+ * header is complete, into an 8-byte array), so the read buffer is released at once.
+ *
+ * <p>Memory: idle (between records) this handler holds no buffer at all. Mid-record it holds one
+ * pooled buffer of {@code 4 + length} bytes (at most {@code maxFrameSize}). The plaintext it fires
+ * is owned by the next handler and pins nothing else.
+ *
+ * <p>Errors: a length below 20, a frame above {@code maxFrameSize} (checked before anything is
+ * allocated from it), a type other than 6, a tag that does not verify (which includes a record
+ * sent in the wrong direction) and counter overflow are fatal. The plaintext of every record
+ * before the bad one is fired first; then an {@link AltsRecordException} is fired, the channel is
+ * closed, every buffer is released, and every later read is dropped. A close with a record partly
+ * received fires an {@link AltsRecordException} ({@code TRUNCATED}) before {@code
+ * channelInactive}.
+ */
+public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter {
+
+  /** Where the decoder is in the record stream. */
+  private enum State {
+    /** Between records: nothing held. */
+    IDLE,
+    /** Fewer than 8 header bytes of the next record received; they are in {@link #header}. */
+    HEADER,
+    /** The header is known; {@link #partial} holds the record's bytes so far. */
+    BODY,
+    /** A fatal error happened; every read is dropped. */
+    FAILED
+  }
+
+  private final RecordCipher cipher;
+  private final AltsCounter counter;
+  private final int maxFrameSize;
+  /** The first header bytes of the next record while in {@link State#HEADER}. */
+  private final byte[] header = new byte[AltsFrames.HEADER_BYTES];
+  /** How many bytes of {@link #header} are filled. */
+  private int headerBytes;
+  /** A record partly received, header included, sized to the whole frame; only in BODY. */
+  private ByteBuf partial;
+  private State state = State.IDLE;
+
+  /**
+   * Creates a decoder for records sent by the peer.
+   *
+   * @param protocol the negotiated record protocol
+   * @param key 16 bytes for {@code ALTSRP_GCM_AES128}, at least 44 for the rekey protocol (the
+   *     first 44 are used); copied, so the caller may wipe it
+   * @param isClient true when this end is the client, so records come from the server and their
+   *     counters carry 0x80 in byte 11
+   * @param maxFrameSize the largest frame accepted, 4 + length, at most 1 MiB
+   */
+  public AltsRecordDecoder(
+      AltsRecordProtocol protocol, byte[] key, boolean isClient, int maxFrameSize) {
+    this(protocol, key, isClient, maxFrameSize, new AesGcm());
+  }
+
+  AltsRecordDecoder(
+      AltsRecordProtocol protocol, byte[] key, boolean isClient, int maxFrameSize, AesGcm aes) {
+    this.maxFrameSize = AltsFrames.checkMaxFrameSize(maxFrameSize);
+    this.cipher = new RecordCipher(protocol, key, aes);
+    this.counter = new AltsCounter(protocol.counterBytes(), isClient);
+  }
+
+  /**
+   * Decrypts the records in {@code msg}; any other message passes through.
+   *
+   * @param msg owned: released here, on failure too
+   */
+  @Override
+  public void channelRead(ChannelHandlerContext ctx, Object msg) {
+    if (!(msg instanceof ByteBuf)) {
+      ctx.fireChannelRead(msg);
+      return;
+    }
+    ByteBuf in = (ByteBuf) msg;
+    ByteBuf out = null;
+    try {
+      if (state == State.FAILED) {
+        return;
+      }
+      out = decode(ctx, in);
+    } catch (AltsRecordException e) {
+      fail(ctx, e);
+    } finally {
+      in.release();
+    }
+    if (out != null) {
+      ctx.fireChannelRead(out);
+    }
+  }
+
+  /**
+   * Decodes what {@code in} completes; on a fatal error fires the plaintext decoded so far and
+   * rethrows.
+   *
+   * @param in borrowed: its reader index is advanced past everything consumed
+   * @return plaintext the caller must fire (and so release), or null when there is none
+   */
+  private ByteBuf decode(ChannelHandlerContext ctx, ByteBuf in) {
+    if (state == State.HEADER) {
+      fillHeader(ctx, in);
+    }
+    if (state == State.BODY) {
+      int need = partial.writableBytes();
+      partial.writeBytes(in, Math.min(need, in.readableBytes()));
+      if (partial.isWritable()) {
+        return null;
+      }
+    }
+    // Size the output from the headers of the records this read completes. A bad header stops
+    // the scan: the records before it are still decoded and fired before the error.
+    int plaintextBytes = state == State.BODY ? partial.readableBytes() - AltsFrames.OVERHEAD_BYTES : 0;
+    int index = in.readerIndex();
+    int end = in.writerIndex();
+    AltsRecordException headerError = null;
+    while (end - index >= AltsFrames.HEADER_BYTES) {
+      int length;
+      try {
+        length = AltsFrames.checkHeader(
+            in.getUnsignedIntLE(index), in.getUnsignedIntLE(index + 4), maxFrameSize);
+      } catch (AltsRecordException e) {
+        headerError = e;
+        break;
+      }
+      if (end - index < AltsFrames.LENGTH_BYTES + length) {
+        break;
+      }
+      plaintextBytes += length - 4 - AesGcm.TAG_BYTES;
+      index += AltsFrames.LENGTH_BYTES + length;
+    }
+    int wholeEnd = index;
+    ByteBuf out =
+        plaintextBytes == 0 ? Unpooled.EMPTY_BUFFER : ctx.alloc().directBuffer(plaintextBytes);
+    try {
+      if (state == State.BODY) {
+        openRecord(partial, partial.readerIndex(), partial.readableBytes(), out);
+        partial.release();
+        partial = null;
+        state = State.IDLE;
+      }
+      while (in.readerIndex() < wholeEnd) {
+        int start = in.readerIndex();
+        int frameBytes = AltsFrames.LENGTH_BYTES + in.getIntLE(start);
+        openRecord(in, start, frameBytes, out);
+        in.readerIndex(start + frameBytes);
+      }
+    } catch (AltsRecordException e) {
+      fireIfReadable(ctx, out);
+      throw e;
+    }
+    if (headerError != null) {
+      fireIfReadable(ctx, out);
+      throw headerError;
+    }
+    if (in.isReadable()) {
+      fillHeader(ctx, in);
+    }
+    if (!out.isReadable()) {
+      out.release();
+      return null;
+    }
+    return out;
+  }
+
+  /**
+   * Takes header bytes of the next record from {@code in}; once the header is complete, checks it
+   * and moves to {@link State#BODY} with a buffer of exactly the frame's size.
+   *
+   * @param in borrowed: its reader index is advanced past the bytes taken
+   */
+  private void fillHeader(ChannelHandlerContext ctx, ByteBuf in) {
+    int take = Math.min(AltsFrames.HEADER_BYTES - headerBytes, in.readableBytes());
+    in.readBytes(header, headerBytes, take);
+    headerBytes += take;
+    if (headerBytes < AltsFrames.HEADER_BYTES) {
+      state = State.HEADER;
+      return;
+    }
+    headerBytes = 0;
+    int length = AltsFrames.checkHeader(intLE(header, 0), intLE(header, 4), maxFrameSize);
+    partial = ctx.alloc().directBuffer(AltsFrames.LENGTH_BYTES + length);
+    partial.writeBytes(header);
+    state = State.BODY;
+    int take2 = Math.min(partial.writableBytes(), in.readableBytes());
+    partial.writeBytes(in, take2);
+  }
+
+  /**
+   * Authenticates and decrypts one whole frame into {@code out} and advances the counter.
+   *
+   * @param frame borrowed: indexes are not moved
+   * @param out borrowed: its writer index is advanced by the plaintext length
+   */
+  private void openRecord(ByteBuf frame, int start, int frameBytes, ByteBuf out) {
+    int plaintextBytes = frameBytes - AltsFrames.OVERHEAD_BYTES;
+    byte[] nonce = counter.current();
+    try {
+      cipher.open(
+          nonce,
+          AltsFrames.view(frame, start + AltsFrames.HEADER_BYTES, frameBytes - AltsFrames.HEADER_BYTES),
+          AltsFrames.view(out, out.writerIndex(), plaintextBytes));
+    } catch (AEADBadTagException e) {
+      throw new AltsRecordException(
+          AltsRecordException.Reason.BAD_TAG,
+          "record of " + frameBytes + " bytes failed authentication (corrupted, forged, wrong key"
+              + " or wrong direction)",
+          e);
+    } catch (GeneralSecurityException e) {
+      throw new AltsRecordException(
+          AltsRecordException.Reason.CRYPTO_FAILURE, "record decryption failed: " + e, e);
+    }
+    out.writerIndex(out.writerIndex() + plaintextBytes);
+    counter.increment();
+  }
+
+  /** @param out owned: fired when readable, else released */
+  private static void fireIfReadable(ChannelHandlerContext ctx, ByteBuf out) {
+    if (out.isReadable()) {
+      ctx.fireChannelRead(out);
+    } else {
+      out.release();
+    }
+  }
+
+  private void fail(ChannelHandlerContext ctx, AltsRecordException cause) {
+    state = State.FAILED;
+    releasePartial();
+    ctx.fireExceptionCaught(cause);
+    ctx.close();
+  }
+
+  @Override
+  public void channelInactive(ChannelHandlerContext ctx) throws Exception {
+    if (state == State.HEADER || state == State.BODY) {
+      int received = state == State.HEADER ? headerBytes : partial.readableBytes();
+      String expected =
+          state == State.HEADER ? "a record header" : partial.capacity() + " bytes of a record";
+      state = State.FAILED;
+      releasePartial();
+      ctx.fireExceptionCaught(
+          new AltsRecordException(
+              AltsRecordException.Reason.TRUNCATED,
+              "connection closed after " + received + " of " + expected));
+    }
+    super.channelInactive(ctx);
+  }
+
+  @Override
+  public void handlerRemoved(ChannelHandlerContext ctx) {
+    releasePartial();
+    cipher.destroy();
+  }
+
+  private void releasePartial() {
+    headerBytes = 0;
+    if (partial != null) {
+      partial.release();
+      partial = null;
+    }
+  }
+
+  /** How many bytes this decoder holds between reads: 0 when idle. */
+  int heldBytes() {
+    return partial == null ? 0 : partial.capacity();
+  }
+
+  /** The name of the AES-GCM provider in use. */
+  String providerName() {
+    return cipher.providerName();
+  }
+
+  /** The counter of the next record, for tests that start near overflow. */
+  AltsCounter counter() {
+    return counter;
+  }
+
+  private static long intLE(byte[] bytes, int offset) {
+    return (bytes[offset] & 0xffL)
+        | (bytes[offset + 1] & 0xffL) << 8
+        | (bytes[offset + 2] & 0xffL) << 16
+        | (bytes[offset + 3] & 0xffL) << 24;
+  }
+}

@@ -1,0 +1,260 @@
+package io.pinless.alts;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelOutboundHandlerAdapter;
+import io.netty.channel.ChannelPromise;
+import io.netty.handler.codec.UnsupportedMessageTypeException;
+import io.netty.util.concurrent.PromiseNotifier;
+import io.netty.util.ReferenceCountUtil;
+import java.nio.ByteBuffer;
+import java.nio.channels.ClosedChannelException;
+import java.security.GeneralSecurityException;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * Encrypts plaintext {@link ByteBuf}s into ALTS frames: plaintext in, frames out, no frame larger
+ * than {@code maxFrameSize} bytes in all.
+ *
+ * <pre>
+ *   writes:   | w1 (3 KiB) | w2 (30 KiB) | w3 (1 KiB) |  flush
+ *   frames:   | len | 6 | seal(w1 + 13 KiB of w2) | tag || len | 6 | seal(17 KiB of w2 + w3) | tag |
+ * </pre>
+ *
+ * <p>Writes are queued until flush, then coalesced into frames as large as allowed. Each frame is
+ * one pooled direct buffer, sealed straight from the callers' buffers (composites included; with
+ * Conscrypt, a frame gathered from several buffers is copied into its own frame buffer and sealed
+ * there in place). A write's buffer is released as soon as its last byte is sealed; its promise
+ * completes when the frame holding that byte is written, and fails if encryption failed before
+ * it.
+ *
+ * <p>Memory: between flushes it holds the written buffers, which the callers gave it; after a flush
+ * it holds nothing. The frames it writes belong to the channel's outbound buffer.
+ */
+public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
+  private final RecordCipher cipher;
+  private final AltsCounter counter;
+  private final int maxPayload;
+  /** Written and not yet flushed: buffers and their promises, in order. */
+  private final ArrayDeque<ByteBuf> pending = new ArrayDeque<>();
+  private final ArrayDeque<ChannelPromise> pendingPromises = new ArrayDeque<>();
+  /** Bytes readable in {@link #pending}. */
+  private long pendingBytes;
+  /** Scratch: the NIO views of one frame's plaintext. */
+  private ByteBuffer[] views = new ByteBuffer[8];
+  /** Scratch: the promises of writes that end in the frame being built. */
+  private final List<ChannelPromise> ending = new ArrayList<>();
+  /** The first fatal error; every later write fails with it. */
+  private Throwable failure;
+
+  /**
+   * Creates an encoder for records this end sends.
+   *
+   * @param protocol the negotiated record protocol
+   * @param key 16 bytes for {@code ALTSRP_GCM_AES128}, at least 44 for the rekey protocol (the
+   *     first 44 are used); copied, so the caller may wipe it
+   * @param isClient true when this end is the client, so its counters leave byte 11 clear
+   * @param maxFrameSize the largest frame sent, 4 + length, at most 1 MiB
+   */
+  public AltsRecordEncoder(
+      AltsRecordProtocol protocol, byte[] key, boolean isClient, int maxFrameSize) {
+    this(protocol, key, isClient, maxFrameSize, new AesGcm());
+  }
+
+  AltsRecordEncoder(
+      AltsRecordProtocol protocol, byte[] key, boolean isClient, int maxFrameSize, AesGcm aes) {
+    this.maxPayload = AltsFrames.checkMaxFrameSize(maxFrameSize) - AltsFrames.OVERHEAD_BYTES;
+    this.cipher = new RecordCipher(protocol, key, aes);
+    this.counter = new AltsCounter(protocol.counterBytes(), !isClient);
+  }
+
+  /**
+   * Queues {@code msg} until the next flush.
+   *
+   * @param msg owned: released once sealed, or on failure
+   */
+  @Override
+  public void write(ChannelHandlerContext ctx, Object msg, ChannelPromise promise) {
+    if (!(msg instanceof ByteBuf)) {
+      ReferenceCountUtil.release(msg);
+      promise.setFailure(new UnsupportedMessageTypeException(msg, ByteBuf.class));
+      return;
+    }
+    if (failure != null) {
+      ((ByteBuf) msg).release();
+      promise.setFailure(failure);
+      return;
+    }
+    ByteBuf buf = (ByteBuf) msg;
+    pending.add(buf);
+    pendingPromises.add(promise);
+    pendingBytes += buf.readableBytes();
+  }
+
+  @Override
+  public void flush(ChannelHandlerContext ctx) {
+    if (pending.isEmpty()) {
+      ctx.flush();
+      return;
+    }
+    try {
+      if (pendingBytes == 0) {
+        writeFrame(ctx, Unpooled.EMPTY_BUFFER, takeEmptyHeads());
+      }
+      while (pendingBytes > 0) {
+        sealFrame(ctx, (int) Math.min(maxPayload, pendingBytes));
+      }
+    } catch (AltsRecordException e) {
+      failure = e;
+      failPending(e);
+      ctx.fireExceptionCaught(e);
+      ctx.close();
+      return;
+    }
+    ctx.flush();
+  }
+
+  /** Seals the next {@code payload} pending bytes into one frame and writes it. */
+  private void sealFrame(ChannelHandlerContext ctx, int payload) {
+    byte[] nonce = counter.current();
+    ByteBuf frame = ctx.alloc().directBuffer(payload + AltsFrames.OVERHEAD_BYTES);
+    try {
+      frame.writeIntLE(payload + AltsFrames.MIN_LENGTH);
+      frame.writeIntLE(AltsFrames.TYPE_RECORD);
+      int count = gatherViews(payload);
+      cipher.seal(nonce, views, count, AltsFrames.view(frame, 8, payload + AesGcm.TAG_BYTES));
+      frame.writerIndex(AltsFrames.HEADER_BYTES + payload + AesGcm.TAG_BYTES);
+    } catch (GeneralSecurityException | RuntimeException e) {
+      frame.release();
+      throw e instanceof AltsRecordException
+          ? (AltsRecordException) e
+          : new AltsRecordException(
+              AltsRecordException.Reason.CRYPTO_FAILURE, "record encryption failed: " + e, e);
+    } finally {
+      java.util.Arrays.fill(views, null);
+    }
+    counter.increment();
+    consume(payload);
+    writeFrame(ctx, frame, ending);
+  }
+
+  /** Fills {@link #views} with NIO views of the next {@code payload} pending bytes. */
+  private int gatherViews(int payload) {
+    int count = 0;
+    int left = payload;
+    for (ByteBuf buf : pending) {
+      if (left == 0) {
+        break;
+      }
+      int n = Math.min(left, buf.readableBytes());
+      if (n == 0) {
+        continue;
+      }
+      int index = buf.readerIndex();
+      if (buf.nioBufferCount() == 1) {
+        count = addView(count, buf.internalNioBuffer(index, n));
+      } else {
+        for (ByteBuffer b : buf.nioBuffers(index, n)) {
+          count = addView(count, b);
+        }
+      }
+      left -= n;
+    }
+    return count;
+  }
+
+  private int addView(int count, ByteBuffer view) {
+    if (count == views.length) {
+      views = java.util.Arrays.copyOf(views, count * 2);
+    }
+    views[count] = view;
+    return count + 1;
+  }
+
+  /**
+   * Advances past {@code payload} sealed bytes: releases each buffer that is used up and moves its
+   * promise to {@link #ending}; empty buffers right after it go with it.
+   */
+  private void consume(int payload) {
+    int left = payload;
+    while (!pending.isEmpty()) {
+      ByteBuf head = pending.peek();
+      int n = Math.min(left, head.readableBytes());
+      head.skipBytes(n);
+      left -= n;
+      pendingBytes -= n;
+      if (head.isReadable()) {
+        return;
+      }
+      pending.poll().release();
+      ending.add(pendingPromises.poll());
+      if (left == 0 && !pending.isEmpty() && pending.peek().isReadable()) {
+        return;
+      }
+    }
+  }
+
+  /** Moves the promises of leading empty buffers to {@link #ending}. */
+  private List<ChannelPromise> takeEmptyHeads() {
+    while (!pending.isEmpty() && !pending.peek().isReadable()) {
+      pending.poll().release();
+      ending.add(pendingPromises.poll());
+    }
+    return ending;
+  }
+
+  /**
+   * Writes {@code frame} with the promises of the writes that end in it, then clears them.
+   *
+   * @param frame owned: handed to the next handler
+   */
+  private void writeFrame(ChannelHandlerContext ctx, ByteBuf frame, List<ChannelPromise> done) {
+    switch (done.size()) {
+      case 0:
+        ctx.write(frame, ctx.voidPromise());
+        break;
+      case 1:
+        ctx.write(frame, done.get(0));
+        break;
+      default:
+        ChannelPromise all = ctx.newPromise();
+        all.addListener(new PromiseNotifier<>(done.toArray(new ChannelPromise[0])));
+        ctx.write(frame, all);
+        break;
+    }
+    done.clear();
+  }
+
+  private void failPending(Throwable cause) {
+    for (ChannelPromise p : ending) {
+      p.tryFailure(cause);
+    }
+    ending.clear();
+    ByteBuf buf;
+    while ((buf = pending.poll()) != null) {
+      buf.release();
+      pendingPromises.poll().tryFailure(cause);
+    }
+    pendingBytes = 0;
+  }
+
+  @Override
+  public void close(ChannelHandlerContext ctx, ChannelPromise promise) {
+    failPending(new ClosedChannelException());
+    ctx.close(promise);
+  }
+
+  @Override
+  public void handlerRemoved(ChannelHandlerContext ctx) {
+    failPending(new ClosedChannelException());
+    cipher.destroy();
+  }
+
+  /** The counter of the next record, for tests that start near overflow. */
+  AltsCounter counter() {
+    return counter;
+  }
+}

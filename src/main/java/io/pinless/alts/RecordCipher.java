@@ -1,0 +1,161 @@
+package io.pinless.alts;
+
+import java.nio.ByteBuffer;
+import java.security.GeneralSecurityException;
+import java.util.Arrays;
+import javax.crypto.Mac;
+import javax.crypto.spec.SecretKeySpec;
+
+/**
+ * The AEAD of one ALTS record protocol: turns a record counter into the AES-GCM key and nonce for
+ * that record, and seals or opens the record with them. Holds no buffer.
+ *
+ * <ul>
+ *   <li>{@code ALTSRP_GCM_AES128}: key = the 16-byte key; nonce = counter.
+ *   <li>{@code ALTSRP_GCM_AES128_REKEY}: key bytes {@code kdf[32] || mask[12]}; record key =
+ *       first 16 bytes of HMAC-SHA256(kdf, counter[2..8) || 0x01), derived again only when
+ *       counter bytes 2..7 change (every 2^16 records) with one reused {@link Mac}; nonce =
+ *       counter XOR mask.
+ * </ul>
+ */
+final class RecordCipher {
+  private static final int KDF_KEY_BYTES = 32;
+  private static final int NONCE_BYTES = 12;
+  private static final int AES128_KEY_BYTES = 16;
+
+  private final AesGcm aes;
+  /** The rekey protocol's KDF key and nonce mask ({@code kdf || mask}); null for AES128. */
+  private final byte[] rekeyMaterial;
+  /** HMAC-SHA256 keyed with the KDF key; null for AES128. */
+  private final Mac kdf;
+  /** The counter bytes 2..7 that {@link #recordKey} was derived for (rekey only). */
+  private final byte[] keyCounter = new byte[6];
+  /** Scratch: the masked nonce (rekey only). */
+  private final byte[] nonce = new byte[NONCE_BYTES];
+  /** Scratch: the HMAC output, wiped after use. */
+  private final byte[] macOut = new byte[32];
+  /** The AES key of the current record. */
+  private SecretKeySpec recordKey;
+  /** True after {@link #destroy()}. */
+  private boolean destroyed;
+
+  RecordCipher(AltsRecordProtocol protocol, byte[] key, AesGcm aes) {
+    if (key == null || key.length < protocol.keyLength()) {
+      throw new IllegalArgumentException(
+          protocol + " needs a key of at least " + protocol.keyLength() + " bytes, got "
+              + (key == null ? "null" : key.length));
+    }
+    this.aes = aes;
+    if (protocol == AltsRecordProtocol.ALTSRP_GCM_AES128) {
+      if (key.length != AES128_KEY_BYTES) {
+        throw new IllegalArgumentException(
+            "ALTSRP_GCM_AES128 needs a 16-byte key, got " + key.length);
+      }
+      this.rekeyMaterial = null;
+      this.kdf = null;
+      this.recordKey = new SecretKeySpec(key, 0, AES128_KEY_BYTES, "AES");
+    } else {
+      this.rekeyMaterial = Arrays.copyOf(key, KDF_KEY_BYTES + NONCE_BYTES);
+      try {
+        this.kdf = Mac.getInstance("HmacSHA256");
+        kdf.init(new SecretKeySpec(rekeyMaterial, 0, KDF_KEY_BYTES, "HmacSHA256"));
+      } catch (GeneralSecurityException e) {
+        throw new IllegalStateException("HmacSHA256 is not available", e);
+      }
+      deriveKey(new byte[NONCE_BYTES]);
+    }
+  }
+
+  /**
+   * Encrypts {@code plaintexts[0..count)} as the record numbered {@code counter} into {@code
+   * out}: ciphertext then tag.
+   */
+  void seal(byte[] counter, ByteBuffer[] plaintexts, int count, ByteBuffer out)
+      throws GeneralSecurityException {
+    aes.seal(prepare(counter), nonceFor(counter), plaintexts, count, out);
+  }
+
+  /**
+   * Decrypts the record numbered {@code counter} from {@code ciphertextAndTag} into {@code out}.
+   *
+   * @throws javax.crypto.AEADBadTagException if the tag does not verify
+   */
+  void open(byte[] counter, ByteBuffer ciphertextAndTag, ByteBuffer out)
+      throws GeneralSecurityException {
+    aes.open(prepare(counter), nonceFor(counter), ciphertextAndTag, out);
+  }
+
+  /**
+   * One-shot seal ({@code Cipher.ENCRYPT_MODE}) or open of {@code input} as the record numbered
+   * {@code counter}, with additional authenticated data (records use none; vectors do).
+   */
+  byte[] crypt(int mode, byte[] counter, byte[] aad, byte[] input)
+      throws GeneralSecurityException {
+    return aes.crypt(mode, prepare(counter), nonceFor(counter), aad, input);
+  }
+
+  /** The name of the AES-GCM provider in use. */
+  String providerName() {
+    return aes.providerName();
+  }
+
+  /** Wipes the key material this object holds; every later use fails. */
+  void destroy() {
+    destroyed = true;
+    if (rekeyMaterial != null) {
+      Arrays.fill(rekeyMaterial, (byte) 0);
+      try {
+        // Overwrite the HMAC's keyed state with a key of zeros.
+        kdf.init(new SecretKeySpec(new byte[KDF_KEY_BYTES], "HmacSHA256"));
+      } catch (GeneralSecurityException e) {
+        // The Mac was keyed before with the same algorithm: this cannot fail.
+        throw new IllegalStateException(e);
+      }
+    }
+    Arrays.fill(macOut, (byte) 0);
+    Arrays.fill(nonce, (byte) 0);
+    recordKey = null;
+  }
+
+  private SecretKeySpec prepare(byte[] counter) {
+    if (destroyed) {
+      throw new IllegalStateException("record cipher was destroyed");
+    }
+    if (rekeyMaterial != null && !sameKeyCounter(counter)) {
+      deriveKey(counter);
+    }
+    return recordKey;
+  }
+
+  private byte[] nonceFor(byte[] counter) {
+    if (rekeyMaterial == null) {
+      return counter;
+    }
+    for (int i = 0; i < NONCE_BYTES; i++) {
+      nonce[i] = (byte) (counter[i] ^ rekeyMaterial[KDF_KEY_BYTES + i]);
+    }
+    return nonce;
+  }
+
+  private boolean sameKeyCounter(byte[] counter) {
+    for (int i = 0; i < 6; i++) {
+      if (keyCounter[i] != counter[2 + i]) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  private void deriveKey(byte[] counter) {
+    System.arraycopy(counter, 2, keyCounter, 0, 6);
+    kdf.update(counter, 2, 6);
+    kdf.update((byte) 0x01);
+    try {
+      kdf.doFinal(macOut, 0);
+    } catch (GeneralSecurityException e) {
+      throw new IllegalStateException("HMAC output buffer too small", e);
+    }
+    recordKey = new SecretKeySpec(macOut, 0, AES128_KEY_BYTES, "AES");
+    Arrays.fill(macOut, (byte) 0);
+  }
+}
