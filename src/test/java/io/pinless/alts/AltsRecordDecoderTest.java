@@ -1,0 +1,350 @@
+package io.pinless.alts;
+
+import static io.pinless.alts.AltsRecordProtocol.ALTSRP_GCM_AES128;
+import static io.pinless.alts.AltsRecordProtocol.ALTSRP_GCM_AES128_REKEY;
+import static io.pinless.alts.RecordChannels.KEY16;
+import static io.pinless.alts.RecordChannels.KEY44;
+import static io.pinless.alts.RecordChannels.concat;
+import static io.pinless.alts.RecordChannels.direct;
+import static io.pinless.alts.RecordChannels.encode;
+import static io.pinless.alts.RecordChannels.feed;
+import static io.pinless.alts.RecordChannels.pattern;
+import static io.pinless.alts.RecordChannels.putIntLE;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.google.gson.JsonElement;
+import com.google.gson.JsonObject;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.embedded.EmbeddedChannel;
+import io.pinless.alts.AltsRecordException.Reason;
+import io.pinless.alts.RecordChannels.Capture;
+import io.pinless.testing.Hex;
+import java.util.Arrays;
+import javax.crypto.AEADBadTagException;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+class AltsRecordDecoderTest {
+  private static final int MAX = 16384;
+
+  private static final class Run {
+    final Capture capture = new Capture();
+    final RecordChannels.CloseRecorder closer = new RecordChannels.CloseRecorder();
+    final AltsRecordDecoder decoder;
+    final EmbeddedChannel ch;
+
+    Run(AltsRecordProtocol protocol, byte[] key, boolean isClient, int max) {
+      decoder = new AltsRecordDecoder(protocol, key, isClient, max);
+      ch = RecordChannels.decoderChannel(closer, decoder, capture);
+    }
+  }
+
+  /** A server's decoder: reads what a client encoder sends. */
+  private static Run server() {
+    return new Run(ALTSRP_GCM_AES128_REKEY, KEY44, false, MAX);
+  }
+
+  private static byte[] clientFrames(byte[]... messages) {
+    return encode(ALTSRP_GCM_AES128_REKEY, KEY44, true, MAX, messages);
+  }
+
+  @Test
+  void decodesGrpcCoreFramesInBothDirectionsAtEverySplit() {
+    JsonObject file = Hex.vectors("grpc-core_alts_frame_protector_test.json");
+    byte[] key = Hex.decode(file.get("key").getAsString());
+    int cases = 0;
+    for (JsonElement e : file.getAsJsonArray("cases")) {
+      JsonObject c = e.getAsJsonObject();
+      checkEverySplit(key, false, hex(c, "client_expected_frame"), hex(c, "client_message"));
+      checkEverySplit(key, true, hex(c, "server_expected_frame"), hex(c, "server_message"));
+      cases++;
+    }
+    assertEquals(6, cases);
+  }
+
+  private static byte[] hex(JsonObject o, String field) {
+    return Hex.decode(o.get(field).getAsString());
+  }
+
+  /** Every read size from 1 byte to whole, and every two-read split point. */
+  private static void checkEverySplit(byte[] key, boolean isClient, byte[] frame, byte[] message) {
+    for (int chunk = 1; chunk <= frame.length; chunk++) {
+      Run r = new Run(ALTSRP_GCM_AES128, key, isClient, MAX);
+      feed(r.ch, frame, chunk);
+      assertArrayEquals(message, r.capture.bytes(), "chunk " + chunk);
+      assertTrue(r.capture.errors.isEmpty());
+      assertEquals(0, r.decoder.heldBytes());
+      assertFalse(r.ch.finishAndReleaseAll());
+    }
+    for (int split = 1; split < frame.length; split++) {
+      Run r = new Run(ALTSRP_GCM_AES128, key, isClient, MAX);
+      r.ch.writeInbound(direct(frame, 0, split));
+      r.ch.writeInbound(direct(frame, split, frame.length - split));
+      assertArrayEquals(message, r.capture.bytes(), "split " + split);
+      r.ch.finishAndReleaseAll();
+    }
+  }
+
+  @Test
+  void decodesRecordStreamSplitAtEveryByte() {
+    byte[][] messages = {pattern(1, 1), pattern(0, 2), pattern(300, 3), pattern(MAX - 24, 4), pattern(17, 5)};
+    byte[] stream = clientFrames(messages);
+    byte[] expected = concat(messages);
+    for (int chunk = 1; chunk <= stream.length; chunk += chunk < 64 ? 1 : 97) {
+      Run r = server();
+      feed(r.ch, stream, chunk);
+      assertArrayEquals(expected, r.capture.bytes(), "chunk " + chunk);
+      assertEquals(0, r.decoder.heldBytes());
+      r.ch.finishAndReleaseAll();
+    }
+    Run whole = server();
+    feed(whole.ch, stream, stream.length);
+    assertArrayEquals(expected, whole.capture.bytes());
+    assertEquals(1, whole.capture.reads, "one plaintext buffer per read");
+    whole.ch.finishAndReleaseAll();
+  }
+
+  @Test
+  void acceptsAFrameOfExactlyTheMaximumSize() {
+    byte[] frame = clientFrames(pattern(MAX - 24, 9));
+    assertEquals(MAX, frame.length);
+    Run r = server();
+    feed(r.ch, frame, frame.length);
+    assertEquals(MAX - 24, r.capture.bytes().length);
+    assertTrue(r.capture.errors.isEmpty());
+    r.ch.finishAndReleaseAll();
+  }
+
+  @Test
+  void partialRecordKeepsOnlyItsOwnBytesAndReleasesTheReadBuffer() {
+    byte[] first = clientFrames(pattern(1000, 1), pattern(5000, 2));
+    int firstFrame = 1000 + 24;
+    // One 64 KiB read: the first record and the first 100 bytes of the second.
+    ByteBuf read = Unpooled.directBuffer(65536);
+    read.writeBytes(first, 0, firstFrame + 100);
+    Run r = server();
+    r.ch.writeInbound(read);
+    assertEquals(0, read.refCnt(), "the read buffer is released, not pinned by a slice");
+    assertEquals(5000 + 24, r.decoder.heldBytes(), "held: exactly the partial record's frame");
+    r.ch.writeInbound(direct(first, firstFrame + 100, first.length - firstFrame - 100));
+    assertEquals(0, r.decoder.heldBytes(), "idle: nothing held");
+    assertArrayEquals(concat(pattern(1000, 1), pattern(5000, 2)), r.capture.bytes());
+    r.ch.finishAndReleaseAll();
+  }
+
+  @Test
+  void aPartialHeaderHoldsNoBuffer() {
+    byte[] frame = clientFrames(pattern(10, 1));
+    Run r = server();
+    r.ch.writeInbound(direct(frame, 0, 5));
+    assertEquals(0, r.decoder.heldBytes());
+    r.ch.writeInbound(direct(frame, 5, frame.length - 5));
+    assertArrayEquals(pattern(10, 1), r.capture.bytes());
+    r.ch.finishAndReleaseAll();
+  }
+
+  @Test
+  void crossesTheRekeyBoundaryAt65536Records() {
+    // 70,000 one-byte records: both ends must derive the next key at record 65,536.
+    EmbeddedChannel enc = new EmbeddedChannel(new AltsRecordEncoder(ALTSRP_GCM_AES128_REKEY, KEY44, true, MAX));
+    Run r = server();
+    long total = 0;
+    for (int i = 0; i < 70_000; i++) {
+      enc.writeOutbound(direct(new byte[] {(byte) i}));
+      ByteBuf frame = enc.readOutbound();
+      r.ch.writeInbound(frame);
+      total++;
+    }
+    assertTrue(r.capture.errors.isEmpty(), () -> r.capture.errors.toString());
+    byte[] got = r.capture.bytes();
+    assertEquals(total, got.length);
+    for (int i = 0; i < got.length; i++) {
+      assertEquals((byte) i, got[i], "record " + i);
+    }
+    enc.finishAndReleaseAll();
+    r.ch.finishAndReleaseAll();
+  }
+
+  // ---- bad input: each is fatal, delivers what came before, nothing of the bad record, leaks nothing
+
+  private static Run feedBad(byte[] good, byte[] bad, int chunk) {
+    Run r = server();
+    feed(r.ch, concat(good, bad), chunk);
+    return r;
+  }
+
+  private static void assertFatal(Run r, Reason reason, byte[] deliveredBefore, String inMessage) {
+    AltsRecordException e = r.capture.onlyError();
+    assertEquals(reason, e.reason(), e.getMessage());
+    assertTrue(e.getMessage().contains(inMessage), e.getMessage());
+    assertArrayEquals(deliveredBefore, r.capture.bytes());
+    assertEquals(1, r.closer.closes, "the decoder closes the channel");
+    assertEquals(0, r.decoder.heldBytes());
+    // Reads that still arrive are dropped and released; the error is not repeated.
+    ByteBuf later = direct(clientFrames(pattern(5, 5)));
+    r.ch.writeInbound(later);
+    assertEquals(0, later.refCnt());
+    assertArrayEquals(deliveredBefore, r.capture.bytes());
+    r.closer.hold = false;
+    r.ch.close();
+    assertEquals(1, r.capture.errors.size());
+    r.ch.finishAndReleaseAll();
+  }
+
+  private static byte[] header(long length, long type) {
+    byte[] h = new byte[8];
+    putIntLE(h, 0, length);
+    putIntLE(h, 4, type);
+    return h;
+  }
+
+  @ParameterizedTest
+  @ValueSource(ints = {1, 3, 8, 1 << 20})
+  void rejectsLengthBelowTwenty(int chunk) {
+    byte[] good = clientFrames(pattern(50, 1));
+    Run r = feedBad(good, concat(header(19, 6), new byte[19]), chunk);
+    assertFatal(r, Reason.LENGTH_TOO_SMALL, pattern(50, 1), "record length 19 is below the minimum 20");
+  }
+
+  @Test
+  void rejectsLengthZero() {
+    Run r = feedBad(new byte[0], header(0, 6), 8);
+    assertFatal(r, Reason.LENGTH_TOO_SMALL, new byte[0], "record length 0");
+  }
+
+  @ParameterizedTest
+  @ValueSource(ints = {1, 5, 1 << 20})
+  void rejectsAFrameOneByteOverTheMaximumBeforeAllocating(int chunk) {
+    byte[] good = clientFrames(pattern(70, 1));
+    // 4 + length = MAX + 1; only the header is sent: the error must not wait for the body.
+    Run r = feedBad(good, header(MAX - 3, 6), chunk);
+    assertFatal(r, Reason.LENGTH_TOO_LARGE, pattern(70, 1),
+        "record frame of " + (MAX + 1) + " bytes exceeds the maximum frame size " + MAX);
+  }
+
+  @Test
+  void rejectsAHostileFourGigabyteLength() {
+    Run r = feedBad(new byte[0], header(0xffffffffL, 6), 8);
+    assertFatal(r, Reason.LENGTH_TOO_LARGE, new byte[0], "4294967299");
+  }
+
+  @ParameterizedTest
+  @ValueSource(longs = {0, 5, 7, 0x106, 0x80000006L})
+  void rejectsATypeOtherThanSix(long type) {
+    byte[] good = clientFrames(pattern(10, 1));
+    byte[] bad = clientFrames(pattern(10, 1), pattern(10, 2));
+    byte[] second = Arrays.copyOfRange(bad, 34, bad.length);
+    putIntLE(second, 4, type);
+    Run r = feedBad(good, second, 1 << 20);
+    assertFatal(r, Reason.BAD_TYPE, pattern(10, 1), "0x" + Long.toHexString(type));
+  }
+
+  @ParameterizedTest
+  @ValueSource(ints = {1, 13, 1 << 20})
+  void rejectsATagThatDoesNotVerify(int chunk) {
+    byte[] stream = clientFrames(pattern(100, 1), pattern(100, 2), pattern(100, 3));
+    stream[124 + 8 + 50] ^= 1; // a ciphertext bit of the second record
+    Run r = server();
+    feed(r.ch, stream, chunk);
+    AltsRecordException e = r.capture.onlyError();
+    assertEquals(Reason.BAD_TAG, e.reason());
+    assertTrue(e.getCause() instanceof AEADBadTagException, String.valueOf(e.getCause()));
+    assertFatal(r, Reason.BAD_TAG, pattern(100, 1), "failed authentication");
+  }
+
+  @Test
+  void rejectsAFlippedTagBit() {
+    byte[] stream = clientFrames(pattern(33, 1));
+    stream[stream.length - 1] ^= (byte) 0x80;
+    Run r = server();
+    feed(r.ch, stream, stream.length);
+    assertFatal(r, Reason.BAD_TAG, new byte[0], "failed authentication");
+  }
+
+  @Test
+  void rejectsARecordFromTheWrongDirection() {
+    // A server decoder given a frame a server encoder sealed (a reflected record).
+    byte[] reflected = encode(ALTSRP_GCM_AES128_REKEY, KEY44, false, MAX, pattern(64, 1));
+    Run r = server();
+    feed(r.ch, reflected, reflected.length);
+    assertFatal(r, Reason.BAD_TAG, new byte[0], "wrong direction");
+  }
+
+  @Test
+  void rejectsARecordOnceTheCounterOverflows() {
+    Run r = new Run(ALTSRP_GCM_AES128, KEY16, false, MAX);
+    EmbeddedChannel enc = new EmbeddedChannel(new AltsRecordEncoder(ALTSRP_GCM_AES128, KEY16, true, MAX));
+    byte[] last = Hex.decode("ffffffffff00000000000000"); // the last of 2^40 counters
+    ((AltsRecordEncoder) enc.pipeline().first()).counter().set(last);
+    r.decoder.counter().set(last);
+    enc.writeOutbound(direct(pattern(20, 1)));
+    r.ch.writeInbound((ByteBuf) enc.readOutbound());
+    assertArrayEquals(pattern(20, 1), r.capture.bytes());
+    // The peer sends one more record (its encoder refuses; forge one under a fresh counter).
+    byte[] another = encode(ALTSRP_GCM_AES128, KEY16, true, MAX, pattern(20, 2));
+    feed(r.ch, another, another.length);
+    assertFatal(r, Reason.COUNTER_OVERFLOW, pattern(20, 1), "overflowed");
+    enc.finishAndReleaseAll();
+  }
+
+  @ParameterizedTest
+  @ValueSource(ints = {0, 3, 8, 60})
+  void reportsARecordCutShortByClose(int tailBytes) {
+    byte[] stream = clientFrames(pattern(40, 1), pattern(100, 2));
+    Run r = server();
+    r.closer.hold = false;
+    feed(r.ch, Arrays.copyOf(stream, 64 + tailBytes), 1 << 20);
+    r.ch.close();
+    assertArrayEquals(pattern(40, 1), r.capture.bytes());
+    assertTrue(r.capture.inactive);
+    if (tailBytes == 0) {
+      assertTrue(r.capture.errors.isEmpty(), "a close between records is a clean end");
+    } else {
+      AltsRecordException e = r.capture.onlyError();
+      assertEquals(Reason.TRUNCATED, e.reason());
+      assertTrue(e.getMessage().contains("after " + tailBytes + " of"), e.getMessage());
+    }
+    assertEquals(0, r.decoder.heldBytes());
+    r.ch.finishAndReleaseAll();
+  }
+
+  @Test
+  void removingTheDecoderMidRecordReleasesWhatItHeld() {
+    byte[] stream = clientFrames(pattern(500, 1));
+    Run r = server();
+    r.ch.writeInbound(direct(stream, 0, 100));
+    assertEquals(524, r.decoder.heldBytes());
+    r.ch.pipeline().remove(r.decoder);
+    assertEquals(0, r.decoder.heldBytes());
+    r.ch.finishAndReleaseAll();
+  }
+
+  @Test
+  void passesOtherMessagesThrough() {
+    Run r = server();
+    Object event = "not a buffer";
+    r.ch.writeInbound(event);
+    assertEquals(1, r.capture.others.size());
+    r.ch.finishAndReleaseAll();
+  }
+
+  @Test
+  void rejectsAMaximumFrameSizeOutOfRange() {
+    assertThrows(IllegalArgumentException.class,
+        () -> new AltsRecordDecoder(ALTSRP_GCM_AES128_REKEY, KEY44, true, 24));
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> new AltsRecordDecoder(ALTSRP_GCM_AES128_REKEY, KEY44, true, (1 << 20) + 1));
+    assertTrue(e.getMessage().contains("1048577"), e.getMessage());
+  }
+
+  @Test
+  void usesConscryptWhenItIsOnTheClasspath() {
+    assertTrue(server().decoder.providerName().startsWith("Conscrypt"));
+  }
+}
