@@ -108,8 +108,10 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
         sealFrame(ctx, (int) Math.min(maxPayload, pendingBytes));
       }
     } catch (AltsRecordException e) {
+      // The records sealed before the failure are good: send them, then end the connection.
       failure = e;
       failPending(e);
+      ctx.flush();
       ctx.fireExceptionCaught(e);
       ctx.close();
       return;
@@ -214,7 +216,9 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
   private void writeFrame(ChannelHandlerContext ctx, ByteBuf frame, List<ChannelPromise> done) {
     switch (done.size()) {
       case 0:
-        ctx.write(frame, ctx.voidPromise());
+        // A frame in the middle of a large write: nobody waits on it, and a failure of it also
+        // fails the frame that ends the write. (A void promise would fire a second exception.)
+        ctx.write(frame, ctx.newPromise());
         break;
       case 1:
         ctx.write(frame, done.get(0));
