@@ -3,6 +3,7 @@ package io.pinless.alts;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufUtil;
 import io.netty.buffer.PooledByteBufAllocator;
+import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.embedded.EmbeddedChannel;
@@ -136,10 +137,16 @@ final class RecordChannels {
     return b;
   }
 
-  /** Feeds {@code stream} to {@code ch} in reads of {@code chunk} bytes, until it closes. */
+  /**
+   * Feeds {@code stream} to {@code ch} in reads of {@code chunk} bytes, until it closes. Reads of
+   * up to 64 bytes wrap the array (heap buffers the leak detector does not trace, so that
+   * byte-by-byte feeds of large streams stay fast); larger reads are pooled direct buffers like
+   * a socket's.
+   */
   static void feed(EmbeddedChannel ch, byte[] stream, int chunk) {
     for (int i = 0; i < stream.length && ch.isOpen(); i += chunk) {
-      ch.writeInbound(direct(stream, i, Math.min(chunk, stream.length - i)));
+      int n = Math.min(chunk, stream.length - i);
+      ch.writeInbound(chunk <= 64 ? Unpooled.wrappedBuffer(stream, i, n) : direct(stream, i, n));
     }
   }
 
