@@ -4,15 +4,15 @@ import java.security.Provider;
 import java.util.Locale;
 
 /**
- * Chooses the AES-GCM provider once per process. The system property {@code pinless.alts.crypto}
- * (read here and nowhere else) picks it: {@code auto} (the default: Conscrypt when it is on the
+ * Chooses the AES-GCM provider once per process. The setting {@code pinless.alts.crypto} (see
+ * {@link io.pinless.Settings}) picks it: {@code auto} (the default: Conscrypt when it is on the
  * classpath and loads, else the JDK), {@code conscrypt} (fail if it does not load) or {@code jdk}.
  */
 final class CryptoProvider {
   /** The system property that chooses the provider. */
   static final String PROPERTY = "pinless.alts.crypto";
 
-  private static final Provider PREFERRED = choose(System.getProperty(PROPERTY, "auto"));
+  private static final Provider PREFERRED = choose(io.pinless.Settings.altsCrypto());
 
   private CryptoProvider() {}
 

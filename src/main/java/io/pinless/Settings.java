@@ -1,0 +1,80 @@
+package io.pinless;
+
+import java.util.Locale;
+
+/**
+ * Every switch pinless reads, read here once when the class loads. System properties win over
+ * environment variables.
+ *
+ * <ul>
+ *   <li>{@code pinless.enabled} / {@code PINLESS_ENABLED} ({@code true}): {@code false} makes
+ *       pinless credentials build the stock grpc-netty pipeline, for rollback without code changes.
+ *   <li>{@code pinless.read.budgetBytes} / {@code PINLESS_READ_BUDGET_BYTES} (64 MiB): inbound
+ *       bytes a connection may have handed to gRPC and not yet released before it stops reading.
+ *       Must exceed the largest message the application accepts.
+ *   <li>{@code pinless.read.holdWhileUnwritable} / {@code PINLESS_READ_HOLD_WHILE_UNWRITABLE}
+ *       ({@code false}): also stop reading while the channel is not writable.
+ *   <li>{@code pinless.alts.crypto} / {@code PINLESS_ALTS_CRYPTO} ({@code auto}): the AES-GCM
+ *       provider for ALTS records: {@code auto}, {@code conscrypt} or {@code jdk}.
+ * </ul>
+ */
+public final class Settings {
+  private static final boolean ENABLED = bool("pinless.enabled", true);
+  private static final long READ_BUDGET_BYTES = positiveLong("pinless.read.budgetBytes", 64L << 20);
+  private static final boolean HOLD_WHILE_UNWRITABLE =
+      bool("pinless.read.holdWhileUnwritable", false);
+  private static final String ALTS_CRYPTO = string("pinless.alts.crypto", "auto");
+
+  private Settings() {}
+
+  /** Whether pinless builds its own pipeline (else the stock grpc-netty one). */
+  public static boolean enabled() {
+    return ENABLED;
+  }
+
+  /** The read budget of a connection, in bytes. */
+  public static long readBudgetBytes() {
+    return READ_BUDGET_BYTES;
+  }
+
+  /** Whether reads are held while the channel is not writable. */
+  public static boolean holdWhileUnwritable() {
+    return HOLD_WHILE_UNWRITABLE;
+  }
+
+  /** The AES-GCM provider setting for ALTS records. */
+  public static String altsCrypto() {
+    return ALTS_CRYPTO;
+  }
+
+  private static String string(String property, String defaultValue) {
+    String value = System.getProperty(property);
+    if (value == null) {
+      value = System.getenv(property.toUpperCase(Locale.ROOT).replace('.', '_')
+          .replace("BUDGETBYTES", "BUDGET_BYTES")
+          .replace("HOLDWHILEUNWRITABLE", "HOLD_WHILE_UNWRITABLE"));
+    }
+    return value == null ? defaultValue : value.trim();
+  }
+
+  private static boolean bool(String property, boolean defaultValue) {
+    String value = string(property, Boolean.toString(defaultValue)).toLowerCase(Locale.ROOT);
+    if (!value.equals("true") && !value.equals("false")) {
+      throw new IllegalArgumentException(property + "=" + value + " is not true or false");
+    }
+    return Boolean.parseBoolean(value);
+  }
+
+  private static long positiveLong(String property, long defaultValue) {
+    String value = string(property, Long.toString(defaultValue));
+    try {
+      long parsed = Long.parseLong(value);
+      if (parsed > 0) {
+        return parsed;
+      }
+    } catch (NumberFormatException e) {
+      // Fall through to the error below.
+    }
+    throw new IllegalArgumentException(property + "=" + value + " is not a positive number");
+  }
+}

@@ -1,0 +1,342 @@
+package io.pinless.http2;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.pinless.read.ReadBudget;
+
+/**
+ * Hands grpc-netty's {@code Http2ConnectionHandler} only whole HTTP/2 frames (and, on a server,
+ * the whole 24-byte client preface first), so that handler's cumulation is empty after every read
+ * and never copies.
+ *
+ * <pre>
+ *   HTTP/2 frame:  | length u24 BE | type u8 | flags u8 | R + stream id u31 | payload (length) |
+ *
+ *   read 1:  | SETTINGS | HEADERS | DATA 16 KiB | DATA (first 6 KiB of 16)       |
+ *   read 2:  | (last 10 KiB of that DATA) | WINDOW_UPDATE | DATA 12 B | HEADERS |
+ *
+ *   handed on:  slice(read 1: SETTINGS .. DATA 16 KiB)
+ *               composite[slice(read 1: 6 KiB), slice(read 2: 10 KiB)]   one whole DATA frame
+ *               copy(read 2: WINDOW_UPDATE, DATA 12 B, HEADERS)          small frames coalesced
+ * </pre>
+ *
+ * <p>The frames of one read are handed on together in runs: a run that would carry a DATA payload
+ * too small to pin its read buffer is copied into a right-sized pooled buffer; otherwise the run
+ * is a retained slice of the read buffer. A DATA payload pins at most {@link #PIN_RATIO} times
+ * its own size. A frame that spans reads is handed on, once whole, as a composite of its parts
+ * (slices under the same rule, copies otherwise; with grpc-netty's cumulator set to {@code
+ * COMPOSITE_CUMULATOR} the composite is used as it is).
+ *
+ * <p>It reads only frame headers and never allocates from a length: copies grow in pieces of at
+ * most {@link #COPY_PIECE_BYTES}. A frame longer than the connection's maximum frame size, and
+ * everything after it, is handed on as it arrives, so grpc-netty sees the header at once and
+ * gives its own answer; every other protocol error is grpc-netty's to find.
+ *
+ * <p>Memory: idle it holds nothing. Mid-frame it holds the frame's parts so far (slices of at least
+ * a quarter of their read buffer, or copies). Every buffer it hands on counts its bytes in the
+ * {@link ReadBudget} until released.
+ */
+public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
+  /** A DATA payload handed on as a slice pins at most this many times its own size. */
+  public static final int PIN_RATIO = 4;
+  /** HTTP/2's default SETTINGS_MAX_FRAME_SIZE, which grpc-netty keeps. */
+  public static final int DEFAULT_MAX_FRAME_SIZE = 16384;
+  /** Copies of partial frames grow in pieces of at most this many bytes (16 KiB). */
+  static final int COPY_PIECE_BYTES = 16384;
+
+  static final int FRAME_HEADER_BYTES = 9;
+  static final int CLIENT_PREFACE_BYTES = 24;
+  static final int TYPE_DATA = 0x0;
+
+  private final ReadBudget budget;
+  private final int maxFrameSize;
+  /** The first bytes of a frame header that a read cut short. */
+  private final byte[] header = new byte[FRAME_HEADER_BYTES];
+  /** How many bytes of {@link #header} are filled. */
+  private int headerBytes;
+  /** The unit (frame or preface) being assembled; null when none. */
+  private HandedOnBuf partial;
+  /** Copied bytes of {@link #partial} not yet added to it (it grows by whole pieces). */
+  private ByteBuf copyPiece;
+  /** Bytes {@link #partial} still needs. */
+  private int partialLeft;
+  /** Whether {@link #partial} is a DATA frame (whose payload may be sliced). */
+  private boolean partialIsData;
+  /** After an over-long frame: everything is handed on as it arrives. */
+  private boolean passThrough;
+  /** DATA frame bytes handed on as slices of read buffers, and as copies. */
+  private long slicedDataBytes;
+  private long copiedDataBytes;
+
+  /**
+   * Creates a slicer.
+   *
+   * @param server true on a server, which first receives the 24-byte client preface
+   * @param maxFrameSize the SETTINGS_MAX_FRAME_SIZE this end advertises
+   * @param budget where the bytes handed on are counted until released
+   */
+  public Http2FrameSlicer(boolean server, int maxFrameSize, ReadBudget budget) {
+    this.budget = budget;
+    this.maxFrameSize = maxFrameSize;
+    if (server) {
+      partialLeft = CLIENT_PREFACE_BYTES;
+    }
+  }
+
+  /**
+   * Hands on the whole frames {@code msg} completes; other messages pass through.
+   *
+   * @param msg owned: released here; what is handed on holds retained slices of it
+   */
+  @Override
+  public void channelRead(ChannelHandlerContext ctx, Object msg) {
+    if (!(msg instanceof ByteBuf)) {
+      ctx.fireChannelRead(msg);
+      return;
+    }
+    ByteBuf in = (ByteBuf) msg;
+    if (passThrough) {
+      handOn(ctx, wrap(ctx, in.retainedSlice()));
+      in.release();
+      return;
+    }
+    try {
+      slice(ctx, in);
+    } finally {
+      in.release();
+    }
+  }
+
+  /** @param in borrowed: its reader index is advanced past everything handed on or kept */
+  private void slice(ChannelHandlerContext ctx, ByteBuf in) {
+    int pinBase = in.capacity();
+    if (headerBytes > 0 && !completeHeader(ctx, in, pinBase)) {
+      return;
+    }
+    if (partialLeft > 0) {
+      int n = Math.min(partialLeft, in.readableBytes());
+      appendToPartial(ctx, in, n, pinBase);
+      if (partialLeft > 0) {
+        return;
+      }
+      handOnPartial(ctx);
+    }
+    // Whole frames, in runs of one kind: slices, or copies where a small DATA payload would
+    // pin its read buffer.
+    int pos = in.readerIndex();
+    int end = in.writerIndex();
+    int runStart = pos;
+    int runKind = RUN_EITHER;
+    while (end - pos >= FRAME_HEADER_BYTES) {
+      int length = in.getUnsignedMedium(pos);
+      if (length > maxFrameSize) {
+        handOnRun(ctx, in, runStart, pos, runKind);
+        passThrough = true;
+        handOn(ctx, wrap(ctx, in.retainedSlice(pos, end - pos)));
+        in.readerIndex(end);
+        return;
+      }
+      if (end - pos - FRAME_HEADER_BYTES < length) {
+        break;
+      }
+      if (in.getUnsignedByte(pos + 3) == TYPE_DATA) {
+        int kind = (long) length * PIN_RATIO >= pinBase ? RUN_SLICE : RUN_COPY;
+        if (kind == RUN_SLICE) {
+          slicedDataBytes += length;
+        } else {
+          copiedDataBytes += length;
+        }
+        if (runKind != RUN_EITHER && runKind != kind) {
+          handOnRun(ctx, in, runStart, pos, runKind);
+          runStart = pos;
+        }
+        runKind = kind;
+      }
+      pos += FRAME_HEADER_BYTES + length;
+    }
+    handOnRun(ctx, in, runStart, pos, runKind);
+    in.readerIndex(pos);
+    if (!in.isReadable()) {
+      return;
+    }
+    // The tail: the start of a frame.
+    if (in.readableBytes() < FRAME_HEADER_BYTES) {
+      headerBytes = in.readableBytes();
+      in.readBytes(header, 0, headerBytes);
+      return;
+    }
+    startPartial(ctx, in.getUnsignedMedium(pos), in.getUnsignedByte(pos + 3) == TYPE_DATA);
+    appendToPartial(ctx, in, in.readableBytes(), pinBase);
+  }
+
+  private static final int RUN_EITHER = 0;
+  private static final int RUN_SLICE = 1;
+  private static final int RUN_COPY = 2;
+
+  /**
+   * Fills the header a previous read cut short; once whole, starts the frame with a copy of it.
+   *
+   * @param in borrowed: its reader index is advanced past the bytes taken
+   * @return false if the header is still incomplete or the slicer went to pass-through
+   */
+  private boolean completeHeader(ChannelHandlerContext ctx, ByteBuf in, int pinBase) {
+    int take = Math.min(FRAME_HEADER_BYTES - headerBytes, in.readableBytes());
+    in.readBytes(header, headerBytes, take);
+    headerBytes += take;
+    if (headerBytes < FRAME_HEADER_BYTES) {
+      return false;
+    }
+    headerBytes = 0;
+    int length = (header[0] & 0xff) << 16 | (header[1] & 0xff) << 8 | (header[2] & 0xff);
+    if (length > maxFrameSize) {
+      passThrough = true;
+      ByteBuf copy = ctx.alloc().directBuffer(FRAME_HEADER_BYTES).writeBytes(header);
+      HandedOnBuf out = new HandedOnBuf(ctx.alloc(), budget);
+      out.addComponent(true, copy);
+      if (in.isReadable()) {
+        out.addComponent(true, in.readRetainedSlice(in.readableBytes()));
+      }
+      handOn(ctx, out.count());
+      return false;
+    }
+    startPartial(ctx, length, header[3] == TYPE_DATA);
+    copyIntoPartial(ctx, io.netty.buffer.Unpooled.wrappedBuffer(header), FRAME_HEADER_BYTES);
+    return true;
+  }
+
+  private void startPartial(ChannelHandlerContext ctx, int length, boolean isData) {
+    partial = new HandedOnBuf(ctx.alloc(), budget);
+    partialLeft = FRAME_HEADER_BYTES + length;
+    partialIsData = isData;
+  }
+
+  /**
+   * Adds the next {@code n} bytes of {@code in} to the partial unit: a retained slice if it is
+   * DATA and large enough against its read buffer, else a copy.
+   *
+   * @param in borrowed: its reader index is advanced by {@code n}
+   */
+  private void appendToPartial(ChannelHandlerContext ctx, ByteBuf in, int n, int pinBase) {
+    if (n == 0) {
+      return;
+    }
+    if (partialIsData && (long) n * PIN_RATIO >= pinBase) {
+      addCopyPiece();
+      ensurePartial(ctx).addComponent(true, in.readRetainedSlice(n));
+      slicedDataBytes += n;
+      partialLeft -= n;
+    } else {
+      if (partialIsData) {
+        copiedDataBytes += n;
+      }
+      copyIntoPartial(ctx, in, n);
+    }
+  }
+
+  /** @param in borrowed: its reader index is advanced by {@code n} */
+  private void copyIntoPartial(ChannelHandlerContext ctx, ByteBuf in, int n) {
+    ensurePartial(ctx);
+    int left = n;
+    while (left > 0) {
+      if (copyPiece == null) {
+        copyPiece = ctx.alloc().directBuffer(Math.min(partialLeft, COPY_PIECE_BYTES));
+      }
+      int take = Math.min(left, copyPiece.writableBytes());
+      copyPiece.writeBytes(in, take);
+      left -= take;
+      partialLeft -= take;
+      if (!copyPiece.isWritable()) {
+        addCopyPiece();
+      }
+    }
+  }
+
+  private HandedOnBuf ensurePartial(ChannelHandlerContext ctx) {
+    if (partial == null) {
+      partial = new HandedOnBuf(ctx.alloc(), budget);
+    }
+    return partial;
+  }
+
+  private void addCopyPiece() {
+    if (copyPiece != null) {
+      partial.addComponent(true, copyPiece);
+      copyPiece = null;
+    }
+  }
+
+  private void handOnPartial(ChannelHandlerContext ctx) {
+    addCopyPiece();
+    HandedOnBuf whole = partial;
+    partial = null;
+    handOn(ctx, whole.count());
+  }
+
+  /** Hands on frames {@code [from, to)} of {@code in} as one slice or one right-sized copy. */
+  private void handOnRun(ChannelHandlerContext ctx, ByteBuf in, int from, int to, int kind) {
+    if (from == to) {
+      return;
+    }
+    ByteBuf part;
+    if (kind == RUN_COPY) {
+      part = ctx.alloc().directBuffer(to - from);
+      part.writeBytes(in, from, to - from);
+    } else {
+      part = in.retainedSlice(from, to - from);
+    }
+    handOn(ctx, wrap(ctx, part));
+  }
+
+  /** @param part owned: becomes the only component of the returned buffer */
+  private HandedOnBuf wrap(ChannelHandlerContext ctx, ByteBuf part) {
+    HandedOnBuf out = new HandedOnBuf(ctx.alloc(), budget);
+    out.addComponent(true, part);
+    return out.count();
+  }
+
+  /** @param out owned: handed to the next handler */
+  private static void handOn(ChannelHandlerContext ctx, ByteBuf out) {
+    ctx.fireChannelRead(out);
+  }
+
+  @Override
+  public void channelInactive(ChannelHandlerContext ctx) throws Exception {
+    releasePartial();
+    super.channelInactive(ctx);
+  }
+
+  @Override
+  public void handlerRemoved(ChannelHandlerContext ctx) {
+    releasePartial();
+  }
+
+  private void releasePartial() {
+    headerBytes = 0;
+    partialLeft = 0;
+    if (copyPiece != null) {
+      copyPiece.release();
+      copyPiece = null;
+    }
+    if (partial != null) {
+      partial.release();
+      partial = null;
+    }
+  }
+
+  /** DATA frame bytes handed on as slices of the buffers they arrived in. */
+  public long slicedDataBytes() {
+    return slicedDataBytes;
+  }
+
+  /** DATA frame bytes copied because they were too small to pin their read buffer. */
+  public long copiedDataBytes() {
+    return copiedDataBytes;
+  }
+
+  /** Bytes held between reads: 0 when idle. */
+  int heldBytes() {
+    return headerBytes + (partial == null ? 0 : partial.readableBytes())
+        + (copyPiece == null ? 0 : copyPiece.readableBytes());
+  }
+}
