@@ -37,17 +37,36 @@ final class NettyNegotiators {
   /** The port a plaintext target without one gets, as in grpc-netty. */
   private static final int DEFAULT_PLAINTEXT_PORT = 80;
 
+  /** Connections whose pipeline got the pinless handlers, process-wide. */
+  private static final java.util.concurrent.atomic.LongAdder INSTALLED =
+      new java.util.concurrent.atomic.LongAdder();
+
   private NettyNegotiators() {}
 
+  /** How many connections got the pinless handlers in this process. */
+  static long installed() {
+    return INSTALLED.sum();
+  }
+
   static ChannelCredentials clientCredentials(Security security) {
-    if (!Settings.enabled()) {
+    return clientCredentials(security, Settings.enabled());
+  }
+
+  static ServerCredentials serverCredentials(Security security) {
+    return serverCredentials(security, Settings.enabled());
+  }
+
+  /** With {@code enabled} false: grpc-netty's stock plaintext negotiator. */
+  static ChannelCredentials clientCredentials(Security security, boolean enabled) {
+    if (!enabled) {
       return InternalNettyChannelCredentials.create(new StockClientFactory());
     }
     return InternalNettyChannelCredentials.create(new ClientFactory(security));
   }
 
-  static ServerCredentials serverCredentials(Security security) {
-    if (!Settings.enabled()) {
+  /** With {@code enabled} false: grpc-netty's stock plaintext negotiator. */
+  static ServerCredentials serverCredentials(Security security, boolean enabled) {
+    if (!enabled) {
       return InternalNettyServerCredentials.create(InternalProtocolNegotiators.serverPlaintext());
     }
     return InternalNettyServerCredentials.create(new ServerFactory(security));
@@ -145,6 +164,7 @@ final class NettyNegotiators {
           "pinless-http2-slicer",
           new Http2FrameSlicer(server, Http2FrameSlicer.DEFAULT_MAX_FRAME_SIZE, budget));
       grpcHandler.setCumulator(ByteToMessageDecoder.COMPOSITE_CUMULATOR);
+      INSTALLED.increment();
       fireProtocolNegotiationEvent(ctx);
     }
   }

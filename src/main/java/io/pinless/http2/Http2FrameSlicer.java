@@ -4,6 +4,7 @@ import io.netty.buffer.ByteBuf;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.pinless.read.ReadBudget;
+import java.util.concurrent.atomic.LongAdder;
 
 /**
  * Hands grpc-netty's {@code Http2ConnectionHandler} only whole HTTP/2 frames (and, on a server,
@@ -45,6 +46,11 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
   /** Copies of partial frames grow in pieces of at most this many bytes (16 KiB). */
   static final int COPY_PIECE_BYTES = 16384;
 
+  /** Process-wide: DATA bytes sliced, DATA bytes copied, hand-ons the next handler left unread. */
+  private static final LongAdder TOTAL_SLICED = new LongAdder();
+  private static final LongAdder TOTAL_COPIED = new LongAdder();
+  private static final LongAdder TOTAL_UNCONSUMED = new LongAdder();
+
   static final int FRAME_HEADER_BYTES = 9;
   static final int CLIENT_PREFACE_BYTES = 24;
   static final int TYPE_DATA = 0x0;
@@ -65,7 +71,7 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
   private boolean partialIsData;
   /** After an over-long frame: everything is handed on as it arrives. */
   private boolean passThrough;
-  /** DATA frame bytes handed on as slices of read buffers, and as copies. */
+  /** DATA frame bytes (headers included) handed on as slices of read buffers, and as copies. */
   private long slicedDataBytes;
   private long copiedDataBytes;
 
@@ -114,7 +120,7 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
     if (headerBytes > 0 && !completeHeader(ctx, in, pinBase)) {
       return;
     }
-    if (partialLeft > 0) {
+    if (partialLeft > 0 || partial != null) {
       int n = Math.min(partialLeft, in.readableBytes());
       appendToPartial(ctx, in, n, pinBase);
       if (partialLeft > 0) {
@@ -142,11 +148,7 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
       }
       if (in.getUnsignedByte(pos + 3) == TYPE_DATA) {
         int kind = (long) length * PIN_RATIO >= pinBase ? RUN_SLICE : RUN_COPY;
-        if (kind == RUN_SLICE) {
-          slicedDataBytes += length;
-        } else {
-          copiedDataBytes += length;
-        }
+        countData(kind == RUN_SLICE, FRAME_HEADER_BYTES + length);
         if (runKind != RUN_EITHER && runKind != kind) {
           handOnRun(ctx, in, runStart, pos, runKind);
           runStart = pos;
@@ -224,11 +226,11 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
     if (partialIsData && (long) n * PIN_RATIO >= pinBase) {
       addCopyPiece();
       ensurePartial(ctx).addComponent(true, in.readRetainedSlice(n));
-      slicedDataBytes += n;
+      countData(true, n);
       partialLeft -= n;
     } else {
       if (partialIsData) {
-        copiedDataBytes += n;
+        countData(false, n);
       }
       copyIntoPartial(ctx, in, n);
     }
@@ -295,9 +297,45 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
     return out.count();
   }
 
-  /** @param out owned: handed to the next handler */
-  private static void handOn(ChannelHandlerContext ctx, ByteBuf out) {
+  private void countData(boolean sliced, int bytes) {
+    if (sliced) {
+      slicedDataBytes += bytes;
+      TOTAL_SLICED.add(bytes);
+    } else {
+      copiedDataBytes += bytes;
+      TOTAL_COPIED.add(bytes);
+    }
+  }
+
+  /**
+   * Hands {@code out} on, and counts it if the next handler left part of it unread (which for
+   * grpc-netty's handler would mean it kept a cumulation).
+   *
+   * @param out owned: handed to the next handler
+   */
+  private static void handOn(ChannelHandlerContext ctx, HandedOnBuf out) {
     ctx.fireChannelRead(out);
+    if (out.isReadable()) {
+      TOTAL_UNCONSUMED.increment();
+    }
+  }
+
+  /** Process-wide: DATA frame bytes (headers included) handed on as slices of read buffers. */
+  public static long totalSlicedDataBytes() {
+    return TOTAL_SLICED.sum();
+  }
+
+  /** Process-wide: DATA frame bytes (headers included) copied: too small to pin their buffer. */
+  public static long totalCopiedDataBytes() {
+    return TOTAL_COPIED.sum();
+  }
+
+  /**
+   * Process-wide: buffers handed on that the next handler did not read to the end. Behind
+   * grpc-netty's handler this stays 0: its cumulation never holds (or copies) a byte.
+   */
+  public static long totalUnconsumedHandOns() {
+    return TOTAL_UNCONSUMED.sum();
   }
 
   @Override
@@ -324,12 +362,12 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
     }
   }
 
-  /** DATA frame bytes handed on as slices of the buffers they arrived in. */
+  /** DATA frame bytes (headers included) handed on as slices of the buffers they arrived in. */
   public long slicedDataBytes() {
     return slicedDataBytes;
   }
 
-  /** DATA frame bytes copied because they were too small to pin their read buffer. */
+  /** DATA frame bytes (headers included) copied: too small to pin their read buffer. */
   public long copiedDataBytes() {
     return copiedDataBytes;
   }

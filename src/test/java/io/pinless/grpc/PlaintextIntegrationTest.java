@@ -1,0 +1,360 @@
+package io.pinless.grpc;
+
+import static io.pinless.grpc.TestService.message;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import io.grpc.CallOptions;
+import io.grpc.ClientCall;
+import io.grpc.ConnectivityState;
+import io.grpc.ManagedChannel;
+import io.grpc.Metadata;
+import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
+import io.grpc.stub.ClientCalls;
+import io.grpc.stub.StreamObserver;
+import io.pinless.http2.Http2FrameSlicer;
+import io.pinless.grpc.Loopback.Transport;
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/** Real grpc-java clients and servers on loopback, with the pinless plaintext credentials. */
+class PlaintextIntegrationTest {
+  private static final int[] SIZES = {0, 1, 16383, 16384, 16385, 1 << 20, 16 << 20};
+
+  private static Loopback start(Transport transport) throws Exception {
+    assumeTrue(transport.available(), transport + " is not available on this machine");
+    return new Loopback(
+        transport, PinlessServerCredentials.insecure(), PinlessChannelCredentials.insecure());
+  }
+
+  @ParameterizedTest
+  @EnumSource(Transport.class)
+  void unaryAtEverySizeOnEveryTransport(Transport transport) throws Exception {
+    long installedBefore = NettyNegotiators.installed();
+    try (Loopback lb = start(transport)) {
+      for (int size : SIZES) {
+        byte[] req = message(size, size);
+        byte[] resp =
+            ClientCalls.blockingUnaryCall(lb.channel, TestService.UNARY, CallOptions.DEFAULT, req);
+        assertArrayEquals(req, resp, "size " + size);
+      }
+    }
+    assertTrue(NettyNegotiators.installed() >= installedBefore + 2, "client and server pipelines");
+  }
+
+  @Test
+  void serverStreamingOfMebibyteMessagesCopiesNoDataIntoGrpcNettysCumulation() throws Exception {
+    long unconsumedBefore = Http2FrameSlicer.totalUnconsumedHandOns();
+    long slicedBefore = Http2FrameSlicer.totalSlicedDataBytes();
+    long copiedBefore = Http2FrameSlicer.totalCopiedDataBytes();
+    try (Loopback lb = start(Transport.NIO)) {
+      Iterator<byte[]> it =
+          ClientCalls.blockingServerStreamingCall(
+              lb.channel, TestService.SERVER_STREAM, CallOptions.DEFAULT,
+              TestService.streamRequest(40, 1 << 20));
+      int n = 0;
+      while (it.hasNext()) {
+        assertArrayEquals(message(1 << 20, n), it.next(), "message " + n);
+        n++;
+      }
+      assertEquals(40, n);
+    }
+    long sliced = Http2FrameSlicer.totalSlicedDataBytes() - slicedBefore;
+    long copied = Http2FrameSlicer.totalCopiedDataBytes() - copiedBefore;
+    assertEquals(0, Http2FrameSlicer.totalUnconsumedHandOns() - unconsumedBefore,
+        "grpc-netty's handler read every buffer to the end: its cumulation never copied");
+    assertTrue(sliced >= 40L << 20, "sliced " + sliced);
+    assertTrue(copied * 100 < sliced,
+        "copied " + copied + " of " + (sliced + copied) + " DATA bytes (only short frames)");
+  }
+
+  @ParameterizedTest
+  @ValueSource(ints = {1, 16385, 1 << 20})
+  void clientStreaming(int size) throws Exception {
+    try (Loopback lb = start(Transport.NIO)) {
+      CompletableFuture<byte[]> result = new CompletableFuture<>();
+      StreamObserver<byte[]> requests =
+          ClientCalls.asyncClientStreamingCall(
+              lb.channel.newCall(TestService.CLIENT_STREAM, CallOptions.DEFAULT), observer(result));
+      int count = size > 100_000 ? 20 : 200;
+      for (int i = 0; i < count; i++) {
+        requests.onNext(message(size, i));
+      }
+      requests.onCompleted();
+      ByteBuffer summary = ByteBuffer.wrap(result.get(60, TimeUnit.SECONDS));
+      assertEquals((long) size * count, summary.getLong());
+      assertEquals(count, summary.getInt());
+    }
+  }
+
+  @Test
+  void bidiStreamingEchoesEveryMessageInOrder() throws Exception {
+    try (Loopback lb = start(Transport.NIO)) {
+      List<byte[]> got = new ArrayList<>();
+      CompletableFuture<Void> done = new CompletableFuture<>();
+      StreamObserver<byte[]> requests =
+          ClientCalls.asyncBidiStreamingCall(
+              lb.channel.newCall(TestService.BIDI, CallOptions.DEFAULT),
+              new StreamObserver<>() {
+                @Override
+                public void onNext(byte[] value) {
+                  got.add(value);
+                }
+
+                @Override
+                public void onError(Throwable t) {
+                  done.completeExceptionally(t);
+                }
+
+                @Override
+                public void onCompleted() {
+                  done.complete(null);
+                }
+              });
+      List<byte[]> sent = new ArrayList<>();
+      for (int i = 0; i < 60; i++) {
+        byte[] m = message(SIZES[i % SIZES.length] == 16 << 20 ? 3 << 20 : SIZES[i % SIZES.length], i);
+        sent.add(m);
+        requests.onNext(m);
+      }
+      requests.onCompleted();
+      done.get(120, TimeUnit.SECONDS);
+      assertEquals(sent.size(), got.size());
+      for (int i = 0; i < sent.size(); i++) {
+        assertArrayEquals(sent.get(i), got.get(i), "message " + i);
+      }
+    }
+  }
+
+  @Test
+  void thousandConcurrentStreamsOnOneConnection() throws Exception {
+    try (Loopback lb = start(Transport.NIO)) {
+      List<CompletableFuture<byte[]>> calls = new ArrayList<>();
+      for (int i = 0; i < 1000; i++) {
+        CompletableFuture<byte[]> f = new CompletableFuture<>();
+        ClientCalls.asyncUnaryCall(
+            lb.channel.newCall(TestService.UNARY, CallOptions.DEFAULT), message(1024, i), observer(f));
+        calls.add(f);
+      }
+      for (int i = 0; i < calls.size(); i++) {
+        assertArrayEquals(message(1024, i), calls.get(i).get(60, TimeUnit.SECONDS));
+      }
+    }
+  }
+
+  @Test
+  void cancelMidStreamThenTheChannelStillWorks() throws Exception {
+    try (Loopback lb = start(Transport.NIO)) {
+      ClientCall<byte[], byte[]> call = lb.channel.newCall(TestService.SERVER_STREAM, CallOptions.DEFAULT);
+      Iterator<byte[]> it =
+          ClientCalls.blockingServerStreamingCall(call, TestService.streamRequest(10_000, 65536));
+      for (int i = 0; i < 3; i++) {
+        assertArrayEquals(message(65536, i), it.next());
+      }
+      call.cancel("enough", null);
+      StatusRuntimeException e = assertThrowsStatus(() -> drain(it));
+      assertEquals(Status.Code.CANCELLED, e.getStatus().getCode());
+      assertArrayEquals(message(10, 1),
+          ClientCalls.blockingUnaryCall(lb.channel, TestService.UNARY, CallOptions.DEFAULT, message(10, 1)));
+    }
+  }
+
+  @Test
+  void deadlineMidStream() throws Exception {
+    try (Loopback lb = start(Transport.NIO)) {
+      Iterator<byte[]> it =
+          ClientCalls.blockingServerStreamingCall(
+              lb.channel, TestService.SERVER_STREAM,
+              CallOptions.DEFAULT.withDeadlineAfter(300, TimeUnit.MILLISECONDS),
+              TestService.streamRequest(1_000_000, 65536));
+      assertArrayEquals(message(65536, 0), it.next());
+      StatusRuntimeException e = assertThrowsStatus(() -> drain(it));
+      assertEquals(Status.Code.DEADLINE_EXCEEDED, e.getStatus().getCode());
+    }
+  }
+
+  @Test
+  void serverThatClosesMidStreamEndsTheCallWithAnError() throws Exception {
+    Loopback lb = start(Transport.NIO);
+    try {
+      Iterator<byte[]> it =
+          ClientCalls.blockingServerStreamingCall(
+              lb.channel, TestService.SERVER_STREAM, CallOptions.DEFAULT,
+              TestService.streamRequest(1_000_000, 65536));
+      assertArrayEquals(message(65536, 0), it.next());
+      lb.server.shutdownNow();
+      StatusRuntimeException e = assertThrowsStatus(() -> drain(it));
+      assertTrue(
+          e.getStatus().getCode() == Status.Code.UNAVAILABLE
+              || e.getStatus().getCode() == Status.Code.CANCELLED
+              || e.getStatus().getCode() == Status.Code.INTERNAL,
+          e.getStatus().toString());
+    } finally {
+      lb.close();
+    }
+  }
+
+  @Test
+  void aPeersGracefulCloseThroughAProxyIsEndOfStreamAndTheNextCallReconnects() throws Exception {
+    try (Loopback lb = start(Transport.NIO); ClosingProxy proxy = new ClosingProxy(lb.port())) {
+      ManagedChannel channel =
+          lb.newChannel(new java.net.InetSocketAddress("127.0.0.1", proxy.port()),
+              PinlessChannelCredentials.insecure());
+      try {
+        assertArrayEquals(message(5, 5),
+            ClientCalls.blockingUnaryCall(channel, TestService.UNARY, CallOptions.DEFAULT, message(5, 5)));
+        assertEquals(ConnectivityState.READY, channel.getState(false));
+        CountDownLatch leftReady = new CountDownLatch(1);
+        channel.notifyWhenStateChanged(ConnectivityState.READY, leftReady::countDown);
+        long start = System.nanoTime();
+        proxy.closeAll();
+        assertTrue(leftReady.await(30, TimeUnit.SECONDS), "the channel never left READY");
+        long millis = (System.nanoTime() - start) / 1_000_000;
+        System.out.println("channel left READY " + millis + " ms after the proxy closed");
+        assertArrayEquals(message(6, 6),
+            ClientCalls.blockingUnaryCall(channel, TestService.UNARY, CallOptions.DEFAULT, message(6, 6)));
+        assertTrue(proxy.accepted() >= 2, "the next call reconnected");
+      } finally {
+        channel.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+      }
+    }
+  }
+
+  @Test
+  void thousandConnectionsClosedWhileStreaming() throws Exception {
+    try (Loopback lb = start(Transport.NIO)) {
+      List<ManagedChannel> channels = new ArrayList<>();
+      List<CompletableFuture<Void>> ends = new ArrayList<>();
+      List<CountDownLatch> firsts = new ArrayList<>();
+      for (int i = 0; i < 1000; i++) {
+        ManagedChannel ch = lb.newChannel(lb.server.getListenSockets().get(0),
+            PinlessChannelCredentials.insecure());
+        channels.add(ch);
+        CompletableFuture<Void> end = new CompletableFuture<>();
+        CountDownLatch first = new CountDownLatch(1);
+        ClientCalls.asyncServerStreamingCall(
+            ch.newCall(TestService.SERVER_STREAM, CallOptions.DEFAULT),
+            TestService.streamRequest(1_000_000, 4096),
+            new StreamObserver<>() {
+              @Override
+              public void onNext(byte[] value) {
+                first.countDown();
+              }
+
+              @Override
+              public void onError(Throwable t) {
+                end.completeExceptionally(t);
+              }
+
+              @Override
+              public void onCompleted() {
+                end.complete(null);
+              }
+            });
+        ends.add(end);
+        firsts.add(first);
+      }
+      for (CountDownLatch first : firsts) {
+        assertTrue(first.await(60, TimeUnit.SECONDS), "every stream is flowing");
+      }
+      for (ManagedChannel ch : channels) {
+        ch.shutdownNow();
+      }
+      for (CompletableFuture<Void> end : ends) {
+        Throwable t = null;
+        try {
+          end.get(60, TimeUnit.SECONDS);
+        } catch (java.util.concurrent.ExecutionException e) {
+          t = e.getCause();
+        }
+        assertTrue(t instanceof StatusRuntimeException, String.valueOf(t));
+        Status.Code code = ((StatusRuntimeException) t).getStatus().getCode();
+        assertTrue(code == Status.Code.CANCELLED || code == Status.Code.UNAVAILABLE, code.toString());
+      }
+      for (ManagedChannel ch : channels) {
+        assertTrue(ch.awaitTermination(30, TimeUnit.SECONDS));
+      }
+    }
+  }
+
+  @Test
+  void rollbackSwitchBuildsTheStockPipeline() throws Exception {
+    long before = NettyNegotiators.installed();
+    try (Loopback lb =
+        new Loopback(
+            Transport.NIO,
+            NettyNegotiators.serverCredentials(NettyNegotiators.Security.NONE, false),
+            NettyNegotiators.clientCredentials(NettyNegotiators.Security.NONE, false))) {
+      assertArrayEquals(message(100, 1),
+          ClientCalls.blockingUnaryCall(lb.channel, TestService.UNARY, CallOptions.DEFAULT, message(100, 1)));
+    }
+    assertEquals(before, NettyNegotiators.installed(), "no pinless handler was installed");
+  }
+
+  @Test
+  void grpcNewChannelBuilderAndServerBuilderForPortAcceptTheCredentials() throws Exception {
+    io.grpc.Server server =
+        io.grpc.Grpc.newServerBuilderForPort(0, PinlessServerCredentials.insecure())
+            .addService(TestService.definition())
+            .build()
+            .start();
+    ManagedChannel channel =
+        io.grpc.Grpc.newChannelBuilder("127.0.0.1:" + server.getPort(), PinlessChannelCredentials.insecure())
+            .build();
+    try {
+      assertArrayEquals(message(64, 2),
+          ClientCalls.blockingUnaryCall(channel, TestService.UNARY, CallOptions.DEFAULT, message(64, 2)));
+    } finally {
+      channel.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+      server.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+    }
+  }
+
+  private static <T> StreamObserver<T> observer(CompletableFuture<T> f) {
+    return new StreamObserver<>() {
+      @Override
+      public void onNext(T value) {
+        f.complete(value);
+      }
+
+      @Override
+      public void onError(Throwable t) {
+        f.completeExceptionally(t);
+      }
+
+      @Override
+      public void onCompleted() {}
+    };
+  }
+
+  private static void drain(Iterator<byte[]> it) {
+    while (it.hasNext()) {
+      it.next();
+    }
+  }
+
+  private static StatusRuntimeException assertThrowsStatus(Runnable r) {
+    try {
+      r.run();
+    } catch (StatusRuntimeException e) {
+      return e;
+    }
+    throw new AssertionError("expected a StatusRuntimeException");
+  }
+
+  static Metadata none() {
+    return new Metadata();
+  }
+}

@@ -1,0 +1,137 @@
+package io.pinless.grpc;
+
+import io.grpc.MethodDescriptor;
+import io.grpc.ServerServiceDefinition;
+import io.grpc.stub.ServerCalls;
+import io.grpc.stub.StreamObserver;
+import java.io.ByteArrayInputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+
+/**
+ * A byte-array gRPC service for tests, with no generated code: unary and bidi echo, a server
+ * stream of {@code count} messages of {@code size} bytes, and a client stream that answers the
+ * number of bytes and messages it received.
+ */
+final class TestService {
+  static final String SERVICE = "pinless.test.Bytes";
+
+  static final MethodDescriptor.Marshaller<byte[]> BYTES =
+      new MethodDescriptor.Marshaller<>() {
+        @Override
+        public InputStream stream(byte[] value) {
+          return new ByteArrayInputStream(value);
+        }
+
+        @Override
+        public byte[] parse(InputStream stream) {
+          try {
+            return stream.readAllBytes();
+          } catch (IOException e) {
+            throw new UncheckedIOException(e);
+          }
+        }
+      };
+
+  static final MethodDescriptor<byte[], byte[]> UNARY = method("Unary", MethodDescriptor.MethodType.UNARY);
+  static final MethodDescriptor<byte[], byte[]> SERVER_STREAM =
+      method("ServerStream", MethodDescriptor.MethodType.SERVER_STREAMING);
+  static final MethodDescriptor<byte[], byte[]> CLIENT_STREAM =
+      method("ClientStream", MethodDescriptor.MethodType.CLIENT_STREAMING);
+  static final MethodDescriptor<byte[], byte[]> BIDI = method("Bidi", MethodDescriptor.MethodType.BIDI_STREAMING);
+
+  private TestService() {}
+
+  private static MethodDescriptor<byte[], byte[]> method(String name, MethodDescriptor.MethodType type) {
+    return MethodDescriptor.<byte[], byte[]>newBuilder()
+        .setType(type)
+        .setFullMethodName(MethodDescriptor.generateFullMethodName(SERVICE, name))
+        .setRequestMarshaller(BYTES)
+        .setResponseMarshaller(BYTES)
+        .build();
+  }
+
+  /** A request for {@link #SERVER_STREAM}. */
+  static byte[] streamRequest(int count, int size) {
+    return ByteBuffer.allocate(8).putInt(count).putInt(size).array();
+  }
+
+  /** Deterministic message content. */
+  static byte[] message(int size, int seed) {
+    byte[] b = new byte[size];
+    for (int i = 0; i < size; i++) {
+      b[i] = (byte) (i * 7 + seed);
+    }
+    return b;
+  }
+
+  static ServerServiceDefinition definition() {
+    return ServerServiceDefinition.builder(SERVICE)
+        .addMethod(UNARY, ServerCalls.asyncUnaryCall((req, out) -> {
+          out.onNext(req);
+          out.onCompleted();
+        }))
+        .addMethod(SERVER_STREAM, ServerCalls.asyncServerStreamingCall((req, out) -> {
+          ByteBuffer r = ByteBuffer.wrap(req);
+          int count = r.getInt();
+          int size = r.getInt();
+          for (int i = 0; i < count; i++) {
+            out.onNext(message(size, i));
+          }
+          out.onCompleted();
+        }))
+        .addMethod(CLIENT_STREAM, ServerCalls.asyncClientStreamingCall(Counting::new))
+        .addMethod(BIDI, ServerCalls.asyncBidiStreamingCall(Echo::new))
+        .build();
+  }
+
+  /** Counts what a client stream sends, and answers bytes (long) and messages (int). */
+  private static final class Counting implements StreamObserver<byte[]> {
+    private final StreamObserver<byte[]> out;
+    private long bytes;
+    private int messages;
+
+    Counting(StreamObserver<byte[]> out) {
+      this.out = out;
+    }
+
+    @Override
+    public void onNext(byte[] value) {
+      bytes += value.length;
+      messages++;
+    }
+
+    @Override
+    public void onError(Throwable t) {}
+
+    @Override
+    public void onCompleted() {
+      out.onNext(ByteBuffer.allocate(12).putLong(bytes).putInt(messages).array());
+      out.onCompleted();
+    }
+  }
+
+  /** Echoes every message of a bidi stream. */
+  private static final class Echo implements StreamObserver<byte[]> {
+    private final StreamObserver<byte[]> out;
+
+    Echo(StreamObserver<byte[]> out) {
+      this.out = out;
+    }
+
+    @Override
+    public void onNext(byte[] value) {
+      out.onNext(value);
+    }
+
+    @Override
+    public void onError(Throwable t) {}
+
+    @Override
+    public void onCompleted() {
+      out.onCompleted();
+    }
+  }
+}

@@ -1,0 +1,219 @@
+package io.pinless.http2;
+
+import static io.pinless.http2.Http2Recording.clientStream;
+import static io.pinless.http2.Http2Recording.frames;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufUtil;
+import io.netty.buffer.PooledByteBufAllocator;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.embedded.EmbeddedChannel;
+import io.pinless.read.ReadBudget;
+import java.io.ByteArrayOutputStream;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.SplittableRandom;
+import org.junit.jupiter.api.Test;
+
+class Http2FrameSlicerTest {
+  /** Keeps what the slicer hands on (retained) until the test releases it. */
+  private static final class Keep extends ChannelInboundHandlerAdapter {
+    final List<ByteBuf> handedOn = new ArrayList<>();
+    final List<Object> others = new ArrayList<>();
+
+    @Override
+    public void channelRead(ChannelHandlerContext ctx, Object msg) {
+      if (msg instanceof ByteBuf) {
+        handedOn.add((ByteBuf) msg);
+      } else {
+        others.add(msg);
+      }
+    }
+
+    byte[] concatenated() {
+      ByteArrayOutputStream out = new ByteArrayOutputStream();
+      for (ByteBuf b : handedOn) {
+        out.writeBytes(ByteBufUtil.getBytes(b));
+      }
+      return out.toByteArray();
+    }
+
+    void releaseAll() {
+      handedOn.forEach(ByteBuf::release);
+      handedOn.clear();
+    }
+  }
+
+  private static final class Run {
+    final ReadBudget budget = new ReadBudget(Long.MAX_VALUE);
+    final Http2FrameSlicer slicer;
+    final Keep keep = new Keep();
+    final EmbeddedChannel ch;
+
+    Run(boolean server) {
+      slicer = new Http2FrameSlicer(server, Http2FrameSlicer.DEFAULT_MAX_FRAME_SIZE, budget);
+      ch = new EmbeddedChannel(slicer, keep);
+    }
+
+    void feed(byte[] stream, int from, int to) {
+      ByteBuf read = PooledByteBufAllocator.DEFAULT.directBuffer(to - from);
+      read.writeBytes(stream, from, to - from);
+      ch.writeInbound(read);
+    }
+
+    /** Checks every buffer handed on holds whole frames (the first: the whole preface). */
+    void assertWholeUnits(boolean server) {
+      for (int i = 0; i < keep.handedOn.size(); i++) {
+        byte[] unit = ByteBufUtil.getBytes(keep.handedOn.get(i));
+        if (server && i == 0) {
+          assertEquals(24, unit.length, "the preface is handed on alone");
+        } else {
+          frames(unit, 0);
+        }
+      }
+    }
+
+    void finish() {
+      assertEquals(0, slicer.heldBytes());
+      keep.releaseAll();
+      assertEquals(0, budget.retainedBytes(), "every byte handed on was released");
+      ch.finishAndReleaseAll();
+    }
+  }
+
+  @Test
+  void handsOnWholeFramesAtEverySplit() {
+    byte[] stream = clientStream(0, 1, 100, 5000, 16383, 16384, 3, 700);
+    frames(stream, 24);
+    for (int split = 1; split < stream.length; split += split < 200 ? 1 : 37) {
+      Run r = new Run(true);
+      r.feed(stream, 0, split);
+      r.feed(stream, split, stream.length);
+      assertArrayEquals(stream, r.keep.concatenated(), "split " + split);
+      r.assertWholeUnits(true);
+      r.finish();
+    }
+  }
+
+  @Test
+  void handsOnWholeFramesAtEveryReadSize() {
+    byte[] stream = clientStream(0, 1, 100, 5000, 16384, 12);
+    for (int chunk : new int[] {1, 2, 3, 7, 8, 9, 10, 23, 24, 25, 100, 1000, 4096, 16393, 40000}) {
+      Run r = new Run(true);
+      for (int i = 0; i < stream.length; i += chunk) {
+        r.feed(stream, i, Math.min(stream.length, i + chunk));
+      }
+      assertArrayEquals(stream, r.keep.concatenated(), "read size " + chunk);
+      r.assertWholeUnits(true);
+      r.finish();
+    }
+  }
+
+  @Test
+  void clientSideHasNoPreface() {
+    byte[] stream = Arrays.copyOfRange(clientStream(10, 20), 24, clientStream(10, 20).length);
+    Run r = new Run(false);
+    r.feed(stream, 0, stream.length);
+    assertEquals(1, r.keep.handedOn.size(), "one read of whole frames: one buffer");
+    assertArrayEquals(stream, r.keep.concatenated());
+    r.finish();
+  }
+
+  @Test
+  void slicesLargeDataAndCopiesSmallDataSoNoSlicePinsMoreThanFourTimesItsSize() {
+    byte[] stream = Arrays.copyOfRange(clientStream(100, 16384), 24, clientStream(100, 16384).length);
+    List<Http2Recording.Frame> frames = frames(stream, 0);
+    // One 64 KiB read buffer holding everything.
+    ByteBuf read = PooledByteBufAllocator.DEFAULT.directBuffer(65536);
+    read.writeBytes(stream);
+    Run r = new Run(false);
+    r.ch.writeInbound(read);
+    // The empty END_STREAM DATA frame is copied too: an empty slice would pin the buffer.
+    assertEquals(9 + 100 + 9, r.slicer.copiedDataBytes(), "the 100-byte payload would pin 64 KiB");
+    assertEquals(9 + 16384, r.slicer.slicedDataBytes());
+    assertEquals(1, read.refCnt(), "the read buffer lives on in the slice of the large DATA");
+    // The large DATA frame's slice pins its 64 KiB buffer: at most 4 times its 16384 bytes.
+    assertTrue(65536 <= Http2FrameSlicer.PIN_RATIO * 16384);
+    assertArrayEquals(stream, r.keep.concatenated());
+    assertTrue(r.budget.retainedBytes() >= stream.length);
+    r.finish();
+    assertEquals(0, read.refCnt(), "released with the last slice");
+    assertTrue(frames.size() > 3);
+  }
+
+  @Test
+  void aFrameSpanningReadsIsOneCompositeOfSlices() {
+    byte[] stream = Arrays.copyOfRange(clientStream(16384), 24, clientStream(16384).length);
+    int cut = stream.length - 8000;
+    Run r = new Run(false);
+    r.feed(stream, 0, cut);
+    r.feed(stream, cut, stream.length);
+    assertArrayEquals(stream, r.keep.concatenated());
+    r.assertWholeUnits(false);
+    assertEquals(9 + 16384, r.slicer.slicedDataBytes(), "both parts sliced, none copied");
+    r.finish();
+  }
+
+  @Test
+  void anOverlongFrameIsHandedOnAtOnceForGrpcNettyToRefuse() {
+    byte[] header = {0, 0x40, 0x01, 0, 0, 0, 0, 0, 1}; // DATA of 16385 bytes: above the maximum
+    Run r = new Run(false);
+    r.feed(header, 0, 5);
+    assertTrue(r.keep.handedOn.isEmpty());
+    r.feed(header, 5, 9);
+    assertArrayEquals(header, r.keep.concatenated(), "handed on without waiting for the payload");
+    r.feed(new byte[] {1, 2, 3}, 0, 3);
+    assertEquals(12, r.keep.concatenated().length, "and everything after it, as it comes");
+    r.finish();
+  }
+
+  @Test
+  void releasesAPartialFrameOnClose() {
+    byte[] stream = Arrays.copyOfRange(clientStream(9000), 24, clientStream(9000).length);
+    Run r = new Run(false);
+    r.feed(stream, 0, stream.length - 10);
+    assertTrue(r.slicer.heldBytes() > 0);
+    r.ch.close();
+    r.finish();
+  }
+
+  @Test
+  void survivesRandomStreamsAndSplits() {
+    SplittableRandom random = new SplittableRandom(0x5117ce);
+    for (int iteration = 0; iteration < 300; iteration++) {
+      int[] sizes = new int[1 + random.nextInt(6)];
+      for (int i = 0; i < sizes.length; i++) {
+        sizes[i] = random.nextInt(3) == 0 ? random.nextInt(16385) : random.nextInt(300);
+      }
+      byte[] stream = clientStream(sizes);
+      if (random.nextInt(4) == 0) {
+        stream[24 + random.nextInt(stream.length - 24)] ^= (byte) random.nextInt(1, 256);
+      }
+      Run r = new Run(true);
+      int pos = 0;
+      while (pos < stream.length) {
+        int n = Math.min(stream.length - pos, 1 + random.nextInt(random.nextBoolean() ? 30 : 70000));
+        r.feed(stream, pos, pos + n);
+        pos += n;
+      }
+      byte[] out = r.keep.concatenated();
+      assertTrue(out.length <= stream.length);
+      assertArrayEquals(Arrays.copyOf(stream, out.length), out, "iteration " + iteration);
+      r.ch.close();
+      r.finish();
+    }
+  }
+
+  @Test
+  void passesOtherMessagesThrough() {
+    Run r = new Run(false);
+    r.ch.writeInbound("event");
+    assertEquals(List.of("event"), r.keep.others);
+    r.finish();
+  }
+}

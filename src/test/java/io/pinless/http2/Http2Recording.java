@@ -1,0 +1,93 @@
+package io.pinless.http2;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufUtil;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.embedded.EmbeddedChannel;
+import io.netty.handler.codec.http2.DefaultHttp2FrameWriter;
+import io.netty.handler.codec.http2.DefaultHttp2Headers;
+import io.netty.handler.codec.http2.Http2CodecUtil;
+import io.netty.handler.codec.http2.Http2Flags;
+import io.netty.handler.codec.http2.Http2Settings;
+import java.io.ByteArrayOutputStream;
+import java.util.ArrayList;
+import java.util.List;
+
+/** Test support: HTTP/2 byte streams written by Netty's own frame writer, and a frame parser. */
+final class Http2Recording {
+  private Http2Recording() {}
+
+  /** A client's stream: preface, SETTINGS, HEADERS, DATA of many sizes, control frames. */
+  static byte[] clientStream(int... dataSizes) {
+    EmbeddedChannel ch = new EmbeddedChannel(new ChannelInboundHandlerAdapter());
+    ChannelHandlerContext ctx = ch.pipeline().firstContext();
+    DefaultHttp2FrameWriter w = new DefaultHttp2FrameWriter();
+    ch.writeOutbound(Http2CodecUtil.connectionPrefaceBuf());
+    w.writeSettings(ctx, new Http2Settings().initialWindowSize(1 << 20), ctx.newPromise());
+    w.writeHeaders(
+        ctx, 1, new DefaultHttp2Headers().method("POST").path("/svc/M").scheme("http"), 0, false,
+        ctx.newPromise());
+    int i = 0;
+    for (int size : dataSizes) {
+      w.writeData(ctx, 1, Unpooled.wrappedBuffer(pattern(size, i++)), 0, false, ctx.newPromise());
+      if (i % 2 == 0) {
+        w.writeWindowUpdate(ctx, 0, 1000, ctx.newPromise());
+        w.writePing(ctx, false, 42L + i, ctx.newPromise());
+      }
+    }
+    w.writeData(ctx, 1, Unpooled.EMPTY_BUFFER, 0, true, ctx.newPromise());
+    w.writeRstStream(ctx, 3, 8, ctx.newPromise());
+    w.writeFrame(ctx, (byte) 0x42, 0, new Http2Flags(), Unpooled.wrappedBuffer(new byte[7]),
+        ctx.newPromise()); // an unknown frame type: passed on like any other
+    ch.flush();
+    byte[] out = drain(ch);
+    ch.finishAndReleaseAll();
+    return out;
+  }
+
+  static byte[] drain(EmbeddedChannel ch) {
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    Object o;
+    while ((o = ch.readOutbound()) != null) {
+      ByteBuf b = (ByteBuf) o;
+      out.writeBytes(ByteBufUtil.getBytes(b));
+      b.release();
+    }
+    return out.toByteArray();
+  }
+
+  /** A frame: its type, its length, and where it starts in the stream. */
+  record Frame(int type, int length, int offset) {}
+
+  /**
+   * Parses {@code bytes} as whole frames (after {@code skip} bytes).
+   *
+   * @throws AssertionError if the bytes end inside a frame
+   */
+  static List<Frame> frames(byte[] bytes, int skip) {
+    List<Frame> frames = new ArrayList<>();
+    int pos = skip;
+    while (pos < bytes.length) {
+      if (bytes.length - pos < 9) {
+        throw new AssertionError("a frame header cut at " + pos + " of " + bytes.length);
+      }
+      int length = (bytes[pos] & 0xff) << 16 | (bytes[pos + 1] & 0xff) << 8 | (bytes[pos + 2] & 0xff);
+      if (bytes.length - pos - 9 < length) {
+        throw new AssertionError("a frame of " + length + " cut at " + pos + " of " + bytes.length);
+      }
+      frames.add(new Frame(bytes[pos + 3] & 0xff, length, pos));
+      pos += 9 + length;
+    }
+    return frames;
+  }
+
+  static byte[] pattern(int length, int seed) {
+    byte[] b = new byte[length];
+    for (int i = 0; i < length; i++) {
+      b[i] = (byte) (i * 31 + seed);
+    }
+    return b;
+  }
+}
