@@ -24,9 +24,12 @@ import java.util.concurrent.atomic.LongAdder;
  *
  * <p>The frames of one read are handed on together in runs: a run that would carry a DATA payload
  * too small to pin its read buffer is copied into a right-sized pooled buffer; otherwise the run
- * is a retained slice of the read buffer. A DATA payload pins at most {@link #PIN_RATIO} times
- * its own size. A frame that spans reads is handed on, once whole, as a composite of its parts
- * (slices under the same rule, copies otherwise; with grpc-netty's cumulator set to {@code
+ * is a retained slice of the read buffer. A DATA frame is sliced only from a read buffer at most
+ * {@link #PIN_RATIO} times its own size, so it never pins more than that per buffer it came from;
+ * with reads of at most 32 KiB ({@link io.pinless.read.ReadOnReadyHandler}) every DATA frame of
+ * 8 KiB or more, all of gRPC's bulk frames, is sliced and never copied. A frame that spans reads
+ * is handed on, once whole, as a composite of its parts (slices under the same rule applied to
+ * the whole frame, copies otherwise; with grpc-netty's cumulator set to {@code
  * COMPOSITE_CUMULATOR} the composite is used as it is).
  *
  * <p>It reads only frame headers and never allocates from a length: copies grow in pieces of at
@@ -39,7 +42,7 @@ import java.util.concurrent.atomic.LongAdder;
  * {@link ReadBudget} until released.
  */
 public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
-  /** A DATA payload handed on as a slice pins at most this many times its own size. */
+  /** A DATA frame is sliced only from read buffers at most this many times its own size. */
   public static final int PIN_RATIO = 4;
   /** HTTP/2's default SETTINGS_MAX_FRAME_SIZE, which grpc-netty keeps. */
   public static final int DEFAULT_MAX_FRAME_SIZE = 16384;
@@ -69,6 +72,8 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
   private int partialLeft;
   /** Whether {@link #partial} is a DATA frame (whose payload may be sliced). */
   private boolean partialIsData;
+  /** The whole size of the frame in {@link #partial}, header included. */
+  private int partialFrameBytes;
   /** After an over-long frame: everything is handed on as it arrives. */
   private boolean passThrough;
   /** DATA frame bytes (headers included) handed on as slices of read buffers, and as copies. */
@@ -147,7 +152,7 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
         break;
       }
       if (in.getUnsignedByte(pos + 3) == TYPE_DATA) {
-        int kind = (long) length * PIN_RATIO >= pinBase ? RUN_SLICE : RUN_COPY;
+        int kind = mayPin(FRAME_HEADER_BYTES + length, pinBase) ? RUN_SLICE : RUN_COPY;
         countData(kind == RUN_SLICE, FRAME_HEADER_BYTES + length);
         if (runKind != RUN_EITHER && runKind != kind) {
           handOnRun(ctx, in, runStart, pos, runKind);
@@ -203,6 +208,9 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
       return false;
     }
     startPartial(ctx, length, header[3] == TYPE_DATA);
+    if (partialIsData) {
+      countData(false, FRAME_HEADER_BYTES);
+    }
     copyIntoPartial(ctx, io.netty.buffer.Unpooled.wrappedBuffer(header), FRAME_HEADER_BYTES);
     return true;
   }
@@ -210,12 +218,15 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
   private void startPartial(ChannelHandlerContext ctx, int length, boolean isData) {
     partial = new HandedOnBuf(ctx.alloc(), budget);
     partialLeft = FRAME_HEADER_BYTES + length;
+    partialFrameBytes = partialLeft;
     partialIsData = isData;
   }
 
   /**
-   * Adds the next {@code n} bytes of {@code in} to the partial unit: a retained slice if it is
-   * DATA and large enough against its read buffer, else a copy.
+   * Adds the next {@code n} bytes of {@code in} to the partial unit: a retained slice if it is a
+   * DATA frame large enough against this read buffer (the frame, not the piece: a 16 KiB frame cut
+   * by reads is sliced from both, and pins each at most {@link #PIN_RATIO} times its size), else a
+   * copy.
    *
    * @param in borrowed: its reader index is advanced by {@code n}
    */
@@ -223,7 +234,7 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
     if (n == 0) {
       return;
     }
-    if (partialIsData && (long) n * PIN_RATIO >= pinBase) {
+    if (partialIsData && mayPin(partialFrameBytes, pinBase)) {
       addCopyPiece();
       ensurePartial(ctx).addComponent(true, in.readRetainedSlice(n));
       countData(true, n);
@@ -295,6 +306,11 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
     HandedOnBuf out = new HandedOnBuf(ctx.alloc(), budget);
     out.addComponent(true, part);
     return out.count();
+  }
+
+  /** Whether a DATA frame of {@code frameBytes} may be sliced from a read buffer of {@code pinBase}. */
+  private static boolean mayPin(int frameBytes, int pinBase) {
+    return (long) frameBytes * PIN_RATIO >= pinBase;
   }
 
   private void countData(boolean sliced, int bytes) {

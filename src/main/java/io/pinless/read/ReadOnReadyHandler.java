@@ -25,10 +25,15 @@ import io.netty.channel.RecvByteBufAllocator;
 public final class ReadOnReadyHandler extends ChannelDuplexHandler {
   /** 1 KiB: small enough that a trickle of small frames does not take large buffers. */
   public static final int MIN_READ_BYTES = 1024;
-  /** 32.5 KiB, as grpc-go: two 16 KiB records or frames plus their framing fit one read. */
-  public static final int INITIAL_READ_BYTES = 32 * 1024 + 512;
-  /** 64 KiB: reads grow to this while the socket keeps filling them (bulk transfer). */
-  public static final int MAX_READ_BYTES = 64 * 1024;
+  /**
+   * 32 KiB, near grpc-go's 32.5 KiB: two 16 KiB frames or records nearly fit, it is a pool size
+   * class (the buffer pins no more than its capacity), and a 16 KiB HTTP/2 frame is at least a
+   * quarter of it, so {@link io.pinless.http2.Http2FrameSlicer} may slice every bulk DATA frame
+   * instead of copying it.
+   */
+  public static final int INITIAL_READ_BYTES = 32 * 1024;
+  /** 32 KiB: reads shrink (to {@link #MIN_READ_BYTES}) for trickles and grow back to this. */
+  public static final int MAX_READ_BYTES = 32 * 1024;
 
   private final ReadBudget budget;
   private final boolean holdWhileUnwritable;

@@ -2,6 +2,7 @@ package io.pinless.grpc;
 
 import io.grpc.MethodDescriptor;
 import io.grpc.ServerServiceDefinition;
+import io.grpc.stub.ServerCallStreamObserver;
 import io.grpc.stub.ServerCalls;
 import io.grpc.stub.StreamObserver;
 import java.io.ByteArrayInputStream;
@@ -75,16 +76,48 @@ final class TestService {
         }))
         .addMethod(SERVER_STREAM, ServerCalls.asyncServerStreamingCall((req, out) -> {
           ByteBuffer r = ByteBuffer.wrap(req);
-          int count = r.getInt();
-          int size = r.getInt();
-          for (int i = 0; i < count; i++) {
-            out.onNext(message(size, i));
-          }
-          out.onCompleted();
+          new Producer(r.getInt(), r.getInt(), (ServerCallStreamObserver<byte[]>) out).start();
         }))
         .addMethod(CLIENT_STREAM, ServerCalls.asyncClientStreamingCall(Counting::new))
         .addMethod(BIDI, ServerCalls.asyncBidiStreamingCall(Echo::new))
         .build();
+  }
+
+  /**
+   * Sends a server stream's messages only while the stream is ready, as a well-behaved gRPC
+   * service does: a client that stops reading, cancels or goes away leaves at most a flow-control
+   * window of messages queued, and nothing is written once the call has ended.
+   */
+  private static final class Producer implements Runnable {
+    private final int count;
+    private final int size;
+    private final ServerCallStreamObserver<byte[]> out;
+    /** Messages sent so far; touched only on the call's serialized executor. */
+    private int sent;
+    private boolean ended;
+
+    Producer(int count, int size, ServerCallStreamObserver<byte[]> out) {
+      this.count = count;
+      this.size = size;
+      this.out = out;
+    }
+
+    void start() {
+      out.setOnCancelHandler(() -> ended = true);
+      out.setOnReadyHandler(this);
+      run();
+    }
+
+    @Override
+    public void run() {
+      while (!ended && sent < count && out.isReady()) {
+        out.onNext(message(size, sent++));
+      }
+      if (!ended && sent == count) {
+        ended = true;
+        out.onCompleted();
+      }
+    }
   }
 
   /** Counts what a client stream sends, and answers bytes (long) and messages (int). */

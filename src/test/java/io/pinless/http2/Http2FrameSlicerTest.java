@@ -160,6 +160,36 @@ class Http2FrameSlicerTest {
   }
 
   @Test
+  void aBulkFrameCutNearTheEndOfA32KiBReadIsSlicedFromBothReadsButCopiedFromAHugeOne() {
+    byte[] stream = Arrays.copyOfRange(clientStream(16384), 24, clientStream(16384).length);
+    int dataStart =
+        frames(stream, 0).stream().filter(f -> f.length() == 16384).findFirst().orElseThrow().offset();
+    int cut = dataStart + 100; // only the header and 91 payload bytes in the first read
+    for (int capacity : new int[] {32768, 262144}) {
+      Run r = new Run(false);
+      ByteBuf first = PooledByteBufAllocator.DEFAULT.directBuffer(capacity);
+      first.writeBytes(stream, 0, cut);
+      r.ch.writeInbound(first);
+      ByteBuf second = PooledByteBufAllocator.DEFAULT.directBuffer(32768);
+      second.writeBytes(stream, cut, stream.length - cut);
+      r.ch.writeInbound(second);
+      assertArrayEquals(stream, r.keep.concatenated());
+      r.assertWholeUnits(false);
+      if (capacity == 32768) {
+        // The whole frame is half of each buffer: sliced from both; only the empty END_STREAM
+        // DATA frame after it is copied.
+        assertEquals(9, r.slicer.copiedDataBytes());
+        assertEquals(9 + 16384, r.slicer.slicedDataBytes());
+      } else {
+        // A 256 KiB buffer is 16 times the frame: its 100 bytes are copied, not pinned.
+        assertEquals(100 + 9, r.slicer.copiedDataBytes());
+        assertEquals(9 + 16384 - 100, r.slicer.slicedDataBytes());
+      }
+      r.finish();
+    }
+  }
+
+  @Test
   void anOverlongFrameIsHandedOnAtOnceForGrpcNettyToRefuse() {
     byte[] header = {0, 0x40, 0x01, 0, 0, 0, 0, 0, 1}; // DATA of 16385 bytes: above the maximum
     Run r = new Run(false);
