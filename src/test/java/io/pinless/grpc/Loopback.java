@@ -21,10 +21,16 @@ import io.netty.channel.nio.NioIoHandler;
 import io.netty.channel.socket.nio.NioServerSocketChannel;
 import io.netty.channel.socket.nio.NioSocketChannel;
 import io.netty.channel.unix.DomainSocketAddress;
+import io.netty.buffer.PooledByteBufAllocator;
 import io.netty.channel.uring.IoUring;
+import io.netty.channel.uring.IoUringBufferRingConfig;
+import io.netty.channel.uring.IoUringChannelOption;
+import io.netty.channel.uring.IoUringFixedBufferRingAllocator;
+import io.netty.channel.uring.IoUringIoHandlerConfig;
 import io.netty.channel.uring.IoUringIoHandler;
 import io.netty.channel.uring.IoUringServerSocketChannel;
 import io.netty.channel.uring.IoUringSocketChannel;
+import io.pinless.read.ReadOnReadyHandler;
 import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.net.SocketAddress;
@@ -39,7 +45,12 @@ final class Loopback implements AutoCloseable {
     NIO,
     EPOLL,
     IO_URING,
+    /** io_uring with a provided-buffer ring: the kernel picks a ring buffer when data arrives. */
+    IO_URING_RING,
     EPOLL_UDS;
+
+    /** The buffer group of {@link #IO_URING_RING}'s ring. */
+    static final short RING_GROUP = 1;
 
     boolean available() {
       switch (this) {
@@ -48,6 +59,8 @@ final class Loopback implements AutoCloseable {
         case EPOLL:
         case EPOLL_UDS:
           return Epoll.isAvailable();
+        case IO_URING_RING:
+          return IoUring.isAvailable() && IoUring.isRegisterBufferRingSupported();
         default:
           return IoUring.isAvailable();
       }
@@ -60,6 +73,18 @@ final class Loopback implements AutoCloseable {
         case EPOLL:
         case EPOLL_UDS:
           return EpollIoHandler.newFactory();
+        case IO_URING_RING:
+          return IoUringIoHandler.newFactory(
+              new IoUringIoHandlerConfig()
+                  .setBufferRingConfig(
+                      IoUringBufferRingConfig.builder()
+                          .bufferGroupId(RING_GROUP)
+                          .bufferRingSize((short) 64)
+                          .batchSize(16)
+                          .allocator(
+                              new IoUringFixedBufferRingAllocator(
+                                  PooledByteBufAllocator.DEFAULT, ReadOnReadyHandler.MAX_READ_BYTES))
+                          .build()));
         default:
           return IoUringIoHandler.newFactory();
       }
@@ -113,7 +138,7 @@ final class Loopback implements AutoCloseable {
       address = new InetSocketAddress("127.0.0.1", 0);
     }
     server =
-        NettyServerBuilder.forAddress(address, serverCreds)
+        withRing(NettyServerBuilder.forAddress(address, serverCreds))
             .bossEventLoopGroup(group)
             .workerEventLoopGroup(group)
             .channelType(transport.serverChannel())
@@ -128,11 +153,22 @@ final class Loopback implements AutoCloseable {
 
   /** Another channel to this server with the same transport. */
   ManagedChannel newChannel(SocketAddress target, ChannelCredentials creds) {
-    return NettyChannelBuilder.forAddress(target, creds)
+    NettyChannelBuilder builder = NettyChannelBuilder.forAddress(target, creds);
+    if (transport == Transport.IO_URING_RING) {
+      builder.withOption(IoUringChannelOption.IO_URING_BUFFER_GROUP_ID, Transport.RING_GROUP);
+    }
+    return builder
         .eventLoopGroup(group)
         .channelType(transport.clientChannel())
         .maxInboundMessageSize(MAX_MESSAGE)
         .build();
+  }
+
+  private NettyServerBuilder withRing(NettyServerBuilder builder) {
+    if (transport == Transport.IO_URING_RING) {
+      builder.withChildOption(IoUringChannelOption.IO_URING_BUFFER_GROUP_ID, Transport.RING_GROUP);
+    }
+    return builder;
   }
 
   /** The port of a TCP server. */
