@@ -1,0 +1,108 @@
+package io.pinless.grpc;
+
+import io.grpc.MethodDescriptor;
+import io.grpc.ServerServiceDefinition;
+import io.grpc.stub.ServerCallStreamObserver;
+import io.grpc.stub.ServerCalls;
+import java.io.ByteArrayInputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+
+/**
+ * The download the benchmarks measure: a server stream of {@code count} messages of {@code size}
+ * bytes, sent only while the stream is ready. The client's marshaller reads every byte of a
+ * message once (as a protobuf parser would) into a scratch array and keeps only the count.
+ */
+final class BenchService {
+  static final String SERVICE = "pinless.bench.Download";
+
+  /** Requests and responses: the server's bytes go out as they are. */
+  private static final MethodDescriptor.Marshaller<byte[]> BYTES_OUT =
+      new MethodDescriptor.Marshaller<>() {
+        @Override
+        public InputStream stream(byte[] value) {
+          return new ByteArrayInputStream(value);
+        }
+
+        @Override
+        public byte[] parse(InputStream stream) {
+          try {
+            return stream.readAllBytes();
+          } catch (IOException e) {
+            throw new UncheckedIOException(e);
+          }
+        }
+      };
+
+  /** The client's view of a response: how many bytes it read. */
+  private static final MethodDescriptor.Marshaller<Integer> COUNTED =
+      new MethodDescriptor.Marshaller<>() {
+        private final ThreadLocal<byte[]> scratch = ThreadLocal.withInitial(() -> new byte[65536]);
+
+        @Override
+        public InputStream stream(Integer value) {
+          throw new UnsupportedOperationException("the client only receives");
+        }
+
+        @Override
+        public Integer parse(InputStream stream) {
+          byte[] into = scratch.get();
+          int total = 0;
+          try {
+            for (int n; (n = stream.read(into)) > 0; ) {
+              total += n;
+            }
+            stream.close();
+          } catch (IOException e) {
+            throw new UncheckedIOException(e);
+          }
+          return total;
+        }
+      };
+
+  static final MethodDescriptor<byte[], byte[]> DOWNLOAD_SERVER =
+      MethodDescriptor.<byte[], byte[]>newBuilder()
+          .setType(MethodDescriptor.MethodType.SERVER_STREAMING)
+          .setFullMethodName(MethodDescriptor.generateFullMethodName(SERVICE, "Download"))
+          .setRequestMarshaller(BYTES_OUT)
+          .setResponseMarshaller(BYTES_OUT)
+          .build();
+
+  static final MethodDescriptor<byte[], Integer> DOWNLOAD =
+      DOWNLOAD_SERVER.toBuilder(BYTES_OUT, COUNTED).build();
+
+  private BenchService() {}
+
+  /** A request for {@code count} messages of {@code size} bytes. */
+  static byte[] request(int count, int size) {
+    return ByteBuffer.allocate(8).putInt(count).putInt(size).array();
+  }
+
+  static ServerServiceDefinition definition() {
+    return ServerServiceDefinition.builder(SERVICE)
+        .addMethod(DOWNLOAD_SERVER, ServerCalls.asyncServerStreamingCall((req, out) -> {
+          ByteBuffer r = ByteBuffer.wrap(req);
+          int count = r.getInt();
+          byte[] message = new byte[r.getInt()];
+          for (int i = 0; i < message.length; i++) {
+            message[i] = (byte) (i * 31);
+          }
+          ServerCallStreamObserver<byte[]> stream = (ServerCallStreamObserver<byte[]>) out;
+          int[] sent = {0};
+          Runnable send = () -> {
+            while (sent[0] < count && stream.isReady()) {
+              stream.onNext(message);
+              if (++sent[0] == count) {
+                stream.onCompleted();
+              }
+            }
+          };
+          stream.setOnCancelHandler(() -> sent[0] = count);
+          stream.setOnReadyHandler(send);
+          send.run();
+        }))
+        .build();
+  }
+}

@@ -1,0 +1,140 @@
+package io.pinless.grpc;
+
+import io.grpc.ChannelCredentials;
+import io.grpc.ManagedChannel;
+import io.grpc.Server;
+import io.grpc.ServerCredentials;
+import io.grpc.netty.NettyChannelBuilder;
+import io.grpc.netty.NettyServerBuilder;
+import io.netty.buffer.ByteBufAllocator;
+import io.netty.channel.ChannelOption;
+import io.netty.channel.EventLoopGroup;
+import io.netty.channel.IoHandlerFactory;
+import io.netty.channel.MultiThreadIoEventLoopGroup;
+import io.netty.channel.epoll.EpollIoHandler;
+import io.netty.channel.epoll.EpollServerSocketChannel;
+import io.netty.channel.epoll.EpollSocketChannel;
+import io.netty.channel.nio.NioIoHandler;
+import io.netty.channel.socket.nio.NioServerSocketChannel;
+import io.netty.channel.socket.nio.NioSocketChannel;
+import io.netty.channel.uring.IoUringBufferRingConfig;
+import io.netty.channel.uring.IoUringChannelOption;
+import io.netty.channel.uring.IoUringFixedBufferRingAllocator;
+import io.netty.channel.uring.IoUringIoHandler;
+import io.netty.channel.uring.IoUringIoHandlerConfig;
+import io.netty.channel.uring.IoUringServerSocketChannel;
+import io.netty.channel.uring.IoUringSocketChannel;
+import io.pinless.read.ReadOnReadyHandler;
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.util.Locale;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * A server and its clients on loopback for the benchmarks: one event loop thread for the server
+ * and one for the clients (this machine has two cores), one transport, either pinless's
+ * credentials or the stock grpc-netty plaintext ones, and one given allocator on both ends so
+ * that its pool can be read.
+ */
+final class BenchTransport implements AutoCloseable {
+  /** The event loops compared. */
+  enum Kind {
+    NIO,
+    EPOLL,
+    /** io_uring with a provided-buffer ring of 32 KiB buffers: the kernel picks one per read. */
+    IO_URING_RING;
+
+    static Kind parse(String name) {
+      return valueOf(name.toUpperCase(Locale.ROOT).replace('-', '_'));
+    }
+
+    private IoHandlerFactory ioHandler(ByteBufAllocator alloc) {
+      switch (this) {
+        case NIO:
+          return NioIoHandler.newFactory();
+        case EPOLL:
+          return EpollIoHandler.newFactory();
+        default:
+          return IoUringIoHandler.newFactory(
+              new IoUringIoHandlerConfig()
+                  .setBufferRingConfig(
+                      IoUringBufferRingConfig.builder()
+                          .bufferGroupId(RING_GROUP)
+                          .bufferRingSize((short) 64)
+                          .batchSize(16)
+                          .allocator(
+                              new IoUringFixedBufferRingAllocator(
+                                  alloc, ReadOnReadyHandler.MAX_READ_BYTES))
+                          .build()));
+      }
+    }
+  }
+
+  private static final short RING_GROUP = 1;
+
+  final Kind kind;
+  final boolean pinless;
+  private final ByteBufAllocator alloc;
+  private final EventLoopGroup serverGroup;
+  private final EventLoopGroup clientGroup;
+  final Server server;
+
+  /**
+   * Starts a server with {@code service}.
+   *
+   * @param pinless pinless's credentials, else grpc-netty's stock plaintext ones
+   */
+  BenchTransport(Kind kind, boolean pinless, ByteBufAllocator alloc,
+      io.grpc.ServerServiceDefinition service) throws IOException {
+    this.kind = kind;
+    this.pinless = pinless;
+    this.alloc = alloc;
+    this.serverGroup = new MultiThreadIoEventLoopGroup(1, kind.ioHandler(alloc));
+    this.clientGroup = new MultiThreadIoEventLoopGroup(1, kind.ioHandler(alloc));
+    ServerCredentials creds =
+        NettyNegotiators.serverCredentials(NettyNegotiators.Security.NONE, pinless);
+    NettyServerBuilder builder =
+        NettyServerBuilder.forAddress(new InetSocketAddress("127.0.0.1", 0), creds)
+            .bossEventLoopGroup(serverGroup)
+            .workerEventLoopGroup(serverGroup)
+            .channelType(
+                kind == Kind.NIO ? NioServerSocketChannel.class
+                    : kind == Kind.EPOLL ? EpollServerSocketChannel.class
+                    : IoUringServerSocketChannel.class)
+            .withChildOption(ChannelOption.ALLOCATOR, alloc)
+            .directExecutor()
+            .maxInboundMessageSize(64 << 20)
+            .addService(service);
+    if (kind == Kind.IO_URING_RING) {
+      builder.withChildOption(IoUringChannelOption.IO_URING_BUFFER_GROUP_ID, RING_GROUP);
+    }
+    server = builder.build().start();
+  }
+
+  /** A new client channel to the server (it connects on first use). */
+  ManagedChannel newChannel() {
+    ChannelCredentials creds =
+        NettyNegotiators.clientCredentials(NettyNegotiators.Security.NONE, pinless);
+    NettyChannelBuilder builder =
+        NettyChannelBuilder.forAddress(server.getListenSockets().get(0), creds)
+            .eventLoopGroup(clientGroup)
+            .channelType(
+                kind == Kind.NIO ? NioSocketChannel.class
+                    : kind == Kind.EPOLL ? EpollSocketChannel.class
+                    : IoUringSocketChannel.class)
+            .withOption(ChannelOption.ALLOCATOR, alloc)
+            .directExecutor()
+            .maxInboundMessageSize(64 << 20);
+    if (kind == Kind.IO_URING_RING) {
+      builder.withOption(IoUringChannelOption.IO_URING_BUFFER_GROUP_ID, RING_GROUP);
+    }
+    return builder.build();
+  }
+
+  @Override
+  public void close() throws InterruptedException {
+    server.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+    clientGroup.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
+    serverGroup.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
+  }
+}
