@@ -9,6 +9,8 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * The download the benchmarks measure: a server stream of {@code count} messages of {@code size}
@@ -73,7 +75,18 @@ final class BenchService {
   static final MethodDescriptor<byte[], Integer> DOWNLOAD =
       DOWNLOAD_SERVER.toBuilder(BYTES_OUT, COUNTED).build();
 
+  /** One message per size, made once: the benchmarks measure transport, not the fixture. */
+  private static final Map<Integer, byte[]> MESSAGES = new ConcurrentHashMap<>();
+
   private BenchService() {}
+
+  private static byte[] message(int size) {
+    byte[] message = new byte[size];
+    for (int i = 0; i < size; i++) {
+      message[i] = (byte) (i * 31);
+    }
+    return message;
+  }
 
   /** A request for {@code count} messages of {@code size} bytes. */
   static byte[] request(int count, int size) {
@@ -85,10 +98,7 @@ final class BenchService {
         .addMethod(DOWNLOAD_SERVER, ServerCalls.asyncServerStreamingCall((req, out) -> {
           ByteBuffer r = ByteBuffer.wrap(req);
           int count = r.getInt();
-          byte[] message = new byte[r.getInt()];
-          for (int i = 0; i < message.length; i++) {
-            message[i] = (byte) (i * 31);
-          }
+          byte[] message = MESSAGES.computeIfAbsent(r.getInt(), BenchService::message);
           ServerCallStreamObserver<byte[]> stream = (ServerCallStreamObserver<byte[]>) out;
           int[] sent = {0};
           Runnable send = () -> {

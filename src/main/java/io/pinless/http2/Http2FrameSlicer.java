@@ -1,6 +1,7 @@
 package io.pinless.http2;
 
 import io.netty.buffer.ByteBuf;
+import io.netty.buffer.CompositeByteBuf;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.pinless.read.ReadBudget;
@@ -37,9 +38,11 @@ import java.util.concurrent.atomic.LongAdder;
  * everything after it, is handed on as it arrives, so grpc-netty sees the header at once and
  * gives its own answer; every other protocol error is grpc-netty's to find.
  *
- * <p>Memory: idle it holds nothing. Mid-frame it holds the frame's parts so far (slices of at least
- * a quarter of their read buffer, or copies). Every buffer it hands on counts its bytes in the
- * {@link ReadBudget} until released.
+ * <p>Memory: idle it holds nothing. Mid-frame it holds the frame's parts so far (slices of read
+ * buffers at most {@link #PIN_RATIO} times the frame, or copies). What it hands on are plain
+ * retained slices of read buffers (no wrapper object), right-sized pooled copies, and composites
+ * for frames that span reads; the {@link ReadBudget} tracks every read buffer it slices and every
+ * copy it makes until downstream has released them.
  */
 public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
   /** A DATA frame is sliced only from read buffers at most this many times its own size. */
@@ -65,7 +68,9 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
   /** How many bytes of {@link #header} are filled. */
   private int headerBytes;
   /** The unit (frame or preface) being assembled; null when none. */
-  private HandedOnBuf partial;
+  private CompositeByteBuf partial;
+  /** The read buffer being sliced, once the budget tracks it (once per read); else null. */
+  private ByteBuf trackedRead;
   /** Copied bytes of {@link #partial} not yet added to it (it grows by whole pieces). */
   private ByteBuf copyPiece;
   /** Bytes {@link #partial} still needs. */
@@ -107,16 +112,38 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
       return;
     }
     ByteBuf in = (ByteBuf) msg;
-    if (passThrough) {
-      handOn(ctx, wrap(ctx, in.retainedSlice()));
-      in.release();
-      return;
-    }
     try {
-      slice(ctx, in);
+      if (passThrough) {
+        handOn(ctx, sliceOf(in, in.readerIndex(), in.readableBytes()));
+        in.skipBytes(in.readableBytes());
+      } else {
+        slice(ctx, in);
+      }
     } finally {
+      trackedRead = null;
       in.release();
     }
+  }
+
+  /**
+   * A retained slice of the read buffer {@code in}, which the budget tracks from its first slice.
+   *
+   * @param in borrowed
+   * @return owned by the caller
+   */
+  private ByteBuf sliceOf(ByteBuf in, int index, int length) {
+    if (trackedRead != in) {
+      budget.track(in);
+      trackedRead = in;
+    }
+    return in.retainedSlice(index, length);
+  }
+
+  /** @return owned: a new pooled buffer of {@code capacity} bytes, which the budget tracks */
+  private ByteBuf newCopy(ChannelHandlerContext ctx, int capacity) {
+    ByteBuf copy = ctx.alloc().directBuffer(capacity);
+    budget.track(copy);
+    return copy;
   }
 
   /** @param in borrowed: its reader index is advanced past everything handed on or kept */
@@ -144,7 +171,7 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
       if (length > maxFrameSize) {
         handOnRun(ctx, in, runStart, pos, runKind);
         passThrough = true;
-        handOn(ctx, wrap(ctx, in.retainedSlice(pos, end - pos)));
+        handOn(ctx, sliceOf(in, pos, end - pos));
         in.readerIndex(end);
         return;
       }
@@ -198,13 +225,11 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
     int length = (header[0] & 0xff) << 16 | (header[1] & 0xff) << 8 | (header[2] & 0xff);
     if (length > maxFrameSize) {
       passThrough = true;
-      ByteBuf copy = ctx.alloc().directBuffer(FRAME_HEADER_BYTES).writeBytes(header);
-      HandedOnBuf out = new HandedOnBuf(ctx.alloc(), budget);
-      out.addComponent(true, copy);
+      handOn(ctx, newCopy(ctx, FRAME_HEADER_BYTES).writeBytes(header));
       if (in.isReadable()) {
-        out.addComponent(true, in.readRetainedSlice(in.readableBytes()));
+        handOn(ctx, sliceOf(in, in.readerIndex(), in.readableBytes()));
+        in.skipBytes(in.readableBytes());
       }
-      handOn(ctx, out.count());
       return false;
     }
     startPartial(ctx, length, header[3] == TYPE_DATA);
@@ -216,7 +241,7 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
   }
 
   private void startPartial(ChannelHandlerContext ctx, int length, boolean isData) {
-    partial = new HandedOnBuf(ctx.alloc(), budget);
+    partial = ctx.alloc().compositeDirectBuffer(Integer.MAX_VALUE);
     partialLeft = FRAME_HEADER_BYTES + length;
     partialFrameBytes = partialLeft;
     partialIsData = isData;
@@ -236,7 +261,8 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
     }
     if (partialIsData && mayPin(partialFrameBytes, pinBase)) {
       addCopyPiece();
-      ensurePartial(ctx).addComponent(true, in.readRetainedSlice(n));
+      ensurePartial(ctx).addComponent(true, sliceOf(in, in.readerIndex(), n));
+      in.skipBytes(n);
       countData(true, n);
       partialLeft -= n;
     } else {
@@ -253,7 +279,7 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
     int left = n;
     while (left > 0) {
       if (copyPiece == null) {
-        copyPiece = ctx.alloc().directBuffer(Math.min(partialLeft, COPY_PIECE_BYTES));
+        copyPiece = newCopy(ctx, Math.min(partialLeft, COPY_PIECE_BYTES));
       }
       int take = Math.min(left, copyPiece.writableBytes());
       copyPiece.writeBytes(in, take);
@@ -265,9 +291,9 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
     }
   }
 
-  private HandedOnBuf ensurePartial(ChannelHandlerContext ctx) {
+  private CompositeByteBuf ensurePartial(ChannelHandlerContext ctx) {
     if (partial == null) {
-      partial = new HandedOnBuf(ctx.alloc(), budget);
+      partial = ctx.alloc().compositeDirectBuffer(Integer.MAX_VALUE);
     }
     return partial;
   }
@@ -281,9 +307,9 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
 
   private void handOnPartial(ChannelHandlerContext ctx) {
     addCopyPiece();
-    HandedOnBuf whole = partial;
+    ByteBuf whole = partial;
     partial = null;
-    handOn(ctx, whole.count());
+    handOn(ctx, whole);
   }
 
   /** Hands on frames {@code [from, to)} of {@code in} as one slice or one right-sized copy. */
@@ -291,21 +317,11 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
     if (from == to) {
       return;
     }
-    ByteBuf part;
     if (kind == RUN_COPY) {
-      part = ctx.alloc().directBuffer(to - from);
-      part.writeBytes(in, from, to - from);
+      handOn(ctx, newCopy(ctx, to - from).writeBytes(in, from, to - from));
     } else {
-      part = in.retainedSlice(from, to - from);
+      handOn(ctx, sliceOf(in, from, to - from));
     }
-    handOn(ctx, wrap(ctx, part));
-  }
-
-  /** @param part owned: becomes the only component of the returned buffer */
-  private HandedOnBuf wrap(ChannelHandlerContext ctx, ByteBuf part) {
-    HandedOnBuf out = new HandedOnBuf(ctx.alloc(), budget);
-    out.addComponent(true, part);
-    return out.count();
   }
 
   /** Whether a DATA frame of {@code frameBytes} may be sliced from a read buffer of {@code pinBase}. */
@@ -325,14 +341,20 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
 
   /**
    * Hands {@code out} on, and counts it if the next handler left part of it unread (which for
-   * grpc-netty's handler would mean it kept a cumulation).
+   * grpc-netty's handler would mean it kept a cumulation). A reference is held across the call so
+   * that the check never looks at a buffer already released and recycled.
    *
    * @param out owned: handed to the next handler
    */
-  private static void handOn(ChannelHandlerContext ctx, HandedOnBuf out) {
-    ctx.fireChannelRead(out);
-    if (out.isReadable()) {
-      TOTAL_UNCONSUMED.increment();
+  private static void handOn(ChannelHandlerContext ctx, ByteBuf out) {
+    out.retain();
+    try {
+      ctx.fireChannelRead(out);
+      if (out.isReadable()) {
+        TOTAL_UNCONSUMED.increment();
+      }
+    } finally {
+      out.release();
     }
   }
 

@@ -1,13 +1,26 @@
 package io.pinless.read;
 
-import java.util.concurrent.atomic.AtomicLong;
+import io.netty.buffer.ByteBuf;
+import java.util.Arrays;
 
 /**
- * The inbound bytes a connection has handed on that are still retained downstream, against a
- * limit. {@link io.pinless.http2.Http2FrameSlicer} adds the bytes each buffer it hands on pins
- * and subtracts them when the last reference is released (on any thread);
- * {@link ReadOnReadyHandler} reads no more while the total is above the limit, and is told when
- * it falls back below.
+ * The inbound memory a connection has handed on and that is still held downstream, against a
+ * limit. {@link io.pinless.http2.Http2FrameSlicer} tracks every buffer whose bytes it hands on
+ * (the read buffers it slices, the copies it makes); {@link ReadOnReadyHandler} reads no more
+ * while the tracked total is above the limit.
+ *
+ * <p>Ownership: tracking a buffer takes one reference to it, held here. A tracked buffer counts
+ * its capacity (what it pins in the pool) until that reference is the only one left, which means
+ * everyone downstream has released the slices and copies of it; then the budget releases it and
+ * stops counting it. Nobody can take a new reference to a buffer whose only reference is ours, so
+ * the check cannot race with the threads that release. This needs no wrapper object per buffer
+ * handed on, so handing on a slice of a read buffer allocates nothing.
+ *
+ * <p>Confined to the channel's event loop. The total may overstate until the next sweep, never
+ * understate: {@link ReadOnReadyHandler} sweeps after every read batch and, while anything is
+ * tracked, every {@link ReadOnReadyHandler#SWEEP_MILLIS} ms, so a buffer outlives its last
+ * downstream release by at most that; a budget also sweeps when its table is full and before it
+ * says it is exceeded.
  *
  * <p>The limit must exceed the largest message the application accepts: gRPC holds every byte of
  * a message until the message is complete, so a limit below that would stop reading for good.
@@ -17,9 +30,13 @@ public final class ReadBudget {
   public static final long DEFAULT_LIMIT_BYTES = 64L << 20;
 
   private final long limitBytes;
-  private final AtomicLong retained = new AtomicLong();
-  /** Told (on the releasing thread) when the total falls to the limit or below; may be null. */
-  private volatile Runnable onBelowLimit;
+  /** The tracked buffers, each with one reference held by this budget; {@code [0, count)}. */
+  private ByteBuf[] tracked = new ByteBuf[16];
+  /** The capacity each tracked buffer had when tracked (what it is counted for). */
+  private int[] capacities = new int[16];
+  private int count;
+  /** The capacities of the tracked buffers. */
+  private long trackedBytes;
 
   /** A budget of {@code limitBytes}; {@link Long#MAX_VALUE} never holds reads back. */
   public ReadBudget(long limitBytes) {
@@ -34,32 +51,64 @@ public final class ReadBudget {
     return limitBytes;
   }
 
-  /** The bytes handed on and still retained downstream. */
-  public long retainedBytes() {
-    return retained.get();
-  }
-
-  /** True while the retained bytes exceed the limit. */
-  public boolean isExceeded() {
-    return retained.get() > limitBytes;
-  }
-
-  /** Counts {@code bytes} more as retained downstream. */
-  public void add(long bytes) {
-    retained.addAndGet(bytes);
-  }
-
-  /** Counts {@code bytes} as released; tells the listener if this brings the total to the limit. */
-  public void release(long bytes) {
-    long after = retained.addAndGet(-bytes);
-    Runnable listener = onBelowLimit;
-    if (listener != null && after <= limitBytes && after + bytes > limitBytes) {
-      listener.run();
+  /**
+   * Counts {@code buf} until everyone else has released it.
+   *
+   * @param buf borrowed: retained once here; that reference is released by a later sweep
+   */
+  public void track(ByteBuf buf) {
+    if (count == tracked.length) {
+      sweep();
+      if (count == tracked.length) {
+        tracked = Arrays.copyOf(tracked, count * 2);
+        capacities = Arrays.copyOf(capacities, count * 2);
+      }
     }
+    capacities[count] = buf.capacity();
+    tracked[count++] = buf.retain();
+    trackedBytes += buf.capacity();
   }
 
-  /** Sets the one listener told when the total falls back to the limit. */
-  void onBelowLimit(Runnable listener) {
-    this.onBelowLimit = listener;
+  /** The capacity of the tracked buffers still held downstream, after a sweep. */
+  public long retainedBytes() {
+    sweep();
+    return trackedBytes;
+  }
+
+  /** True while the buffers held downstream exceed the limit. */
+  public boolean isExceeded() {
+    return trackedBytes > limitBytes && retainedBytes() > limitBytes;
+  }
+
+  /** How many buffers are tracked (some may be released by the next sweep). */
+  public int trackedBuffers() {
+    return count;
+  }
+
+  /** Releases every buffer only this budget still holds, and stops counting it. */
+  public void sweep() {
+    int kept = 0;
+    for (int i = 0; i < count; i++) {
+      ByteBuf buf = tracked[i];
+      if (buf.refCnt() == 1) {
+        trackedBytes -= capacities[i];
+        buf.release();
+      } else {
+        capacities[kept] = capacities[i];
+        tracked[kept++] = buf;
+      }
+    }
+    Arrays.fill(tracked, kept, count, null);
+    count = kept;
+  }
+
+  /** Gives up this budget's references when the connection ends; it counts nothing after. */
+  public void releaseAll() {
+    for (int i = 0; i < count; i++) {
+      tracked[i].release();
+      tracked[i] = null;
+    }
+    count = 0;
+    trackedBytes = 0;
   }
 }

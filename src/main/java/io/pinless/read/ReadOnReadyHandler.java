@@ -1,9 +1,12 @@
 package io.pinless.read;
 
 import io.netty.channel.AdaptiveRecvByteBufAllocator;
+import io.netty.channel.ChannelConfig;
 import io.netty.channel.ChannelDuplexHandler;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.RecvByteBufAllocator;
+import io.netty.util.UncheckedBooleanSupplier;
+import java.util.concurrent.TimeUnit;
 
 /**
  * The one place that decides when a connection's socket is read. Put it first in the pipeline: it
@@ -12,13 +15,23 @@ import io.netty.channel.RecvByteBufAllocator;
  * {@code Http2ConnectionHandler} asks after every batch when {@code AUTO_READ} is off).
  *
  * <p>It holds the next read back while the channel is not writable (when enabled) and while the
- * {@link ReadBudget} is exceeded, and asks for it as soon as both clear.
+ * {@link ReadBudget} is exceeded, and asks for it as soon as both clear: writability is an event;
+ * the budget is swept (buffers released downstream stop counting) after every read batch, on
+ * every flush that passes (gRPC flushes window updates as the application consumes), and every
+ * {@link #SWEEP_MILLIS} ms while it tracks anything, so an idle connection's last buffers go back
+ * to the pool at most that long after the application releases them.
+ *
+ * <p>It gives up the budget's references when the channel closes.
  *
  * <p>Read sizes: Netty's transports take a buffer from the allocator only once the socket is
  * readable (NIO and epoll after readiness; io_uring with a provided-buffer ring, where the kernel
  * picks the buffer when data arrives), so a connection with nothing to read holds no read buffer.
  * Each read is sized by an adaptive policy between {@link #MIN_READ_BYTES} and
- * {@link #MAX_READ_BYTES}, starting at {@link #INITIAL_READ_BYTES}.
+ * {@link #MAX_READ_BYTES}, starting at {@link #INITIAL_READ_BYTES}. A read batch (what one
+ * readiness event drains before {@code channelReadComplete}) goes on for up to
+ * {@link #MAX_READS_PER_BATCH} reads while each read fills its buffer and neither hold applies:
+ * with {@code AUTO_READ} off Netty's own policy would stop every batch after one read, costing a
+ * trip through the event loop's selector for each buffer.
  *
  * <p>Memory: this handler holds no buffer.
  */
@@ -34,12 +47,24 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
   public static final int INITIAL_READ_BYTES = 32 * 1024;
   /** 32 KiB: reads shrink (to {@link #MIN_READ_BYTES}) for trickles and grow back to this. */
   public static final int MAX_READ_BYTES = 32 * 1024;
+  /** 16 reads, Netty's default per batch: a batch reads at most 512 KiB before yielding. */
+  public static final int MAX_READS_PER_BATCH = 16;
+
+  /** While the budget tracks buffers, it is swept this often (besides every batch and flush). */
+  public static final long SWEEP_MILLIS = 10;
+
+  /** Stateless; each channel gets its own handle from it. */
+  private static final AdaptiveRecvByteBufAllocator SIZES =
+      new AdaptiveRecvByteBufAllocator(MIN_READ_BYTES, INITIAL_READ_BYTES, MAX_READ_BYTES);
 
   private final ReadBudget budget;
   private final boolean holdWhileUnwritable;
   private ChannelHandlerContext ctx;
   /** A read is wanted but held back by writability or the budget. */
   private boolean readOwed;
+  /** A {@link #sweepNow} is scheduled. */
+  private boolean sweepScheduled;
+  private final Runnable sweepTask = this::sweepNow;
   /** How many reads this handler asked the channel for: the test of single ownership. */
   private long readsRequested;
   /** How many read requests from handlers behind it it swallowed. */
@@ -54,18 +79,15 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
     this.holdWhileUnwritable = holdWhileUnwritable;
   }
 
-  /** The read-size policy this handler installs on its channel. */
-  public static RecvByteBufAllocator readSizes() {
-    return new AdaptiveRecvByteBufAllocator(MIN_READ_BYTES, INITIAL_READ_BYTES, MAX_READ_BYTES);
-  }
+  /** The read-size and batch policy this handler installs on its channel. */
+  private final RecvByteBufAllocator reads = () -> new BatchHandle(SIZES.newHandle());
 
   @Override
   public void handlerAdded(ChannelHandlerContext ctx) {
     this.ctx = ctx;
     ctx.channel().config().setAutoRead(false);
     // With an io_uring buffer ring the kernel picks the buffer and this policy is unused.
-    ctx.channel().config().setRecvByteBufAllocator(readSizes());
-    budget.onBelowLimit(() -> ctx.executor().execute(this::resume));
+    ctx.channel().config().setRecvByteBufAllocator(reads);
     if (ctx.channel().isActive()) {
       readIfReady();
     }
@@ -73,7 +95,22 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
 
   @Override
   public void handlerRemoved(ChannelHandlerContext ctx) {
-    budget.onBelowLimit(null);
+    budget.releaseAll();
+  }
+
+  @Override
+  public void channelInactive(ChannelHandlerContext ctx) {
+    ctx.fireChannelInactive();
+    budget.releaseAll();
+  }
+
+  @Override
+  public void flush(ChannelHandlerContext ctx) {
+    ctx.flush();
+    if (readOwed) {
+      budget.sweep();
+      readIfReady();
+    }
   }
 
   @Override
@@ -85,7 +122,9 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
   @Override
   public void channelReadComplete(ChannelHandlerContext ctx) {
     ctx.fireChannelReadComplete();
+    budget.sweep();
     readIfReady();
+    sweepLater();
   }
 
   @Override
@@ -106,12 +145,33 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
     }
   }
 
+  /** Sweeps the budget, retries a held read, and comes back while anything is still tracked. */
+  private void sweepNow() {
+    sweepScheduled = false;
+    budget.sweep();
+    resume();
+    sweepLater();
+  }
+
+  private void sweepLater() {
+    if (!sweepScheduled && budget.trackedBuffers() > 0 && ctx.channel().isActive()) {
+      sweepScheduled = true;
+      ctx.executor().schedule(sweepTask, SWEEP_MILLIS, TimeUnit.MILLISECONDS);
+    }
+  }
+
+  /** False while a hold applies: the channel is not writable (when enabled) or over budget. */
+  private boolean mayRead() {
+    return !(holdWhileUnwritable && !ctx.channel().isWritable()) && !budget.isExceeded();
+  }
+
   private void readIfReady() {
     if (!ctx.channel().isActive()) {
       return;
     }
-    if ((holdWhileUnwritable && !ctx.channel().isWritable()) || budget.isExceeded()) {
+    if (!mayRead()) {
       readOwed = true;
+      sweepLater();
       return;
     }
     readOwed = false;
@@ -132,5 +192,47 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
   /** True while a read is held back. */
   boolean isHoldingRead() {
     return readOwed;
+  }
+
+  /**
+   * Netty's adaptive sizes, with batches that go on while reads fill their buffers, up to
+   * {@link #MAX_READS_PER_BATCH}, and stop as soon as a hold applies.
+   */
+  private final class BatchHandle extends RecvByteBufAllocator.DelegatingHandle
+      implements RecvByteBufAllocator.ExtendedHandle {
+    /** Reads in the current batch. */
+    private int readsInBatch;
+
+    BatchHandle(RecvByteBufAllocator.Handle sizes) {
+      super(sizes);
+    }
+
+    @Override
+    public void reset(ChannelConfig config) {
+      readsInBatch = 0;
+      super.reset(config);
+    }
+
+    @Override
+    public void incMessagesRead(int reads) {
+      readsInBatch += reads;
+      super.incMessagesRead(reads);
+    }
+
+    @Override
+    public boolean continueReading() {
+      return readsInBatch < MAX_READS_PER_BATCH
+          && lastBytesRead() > 0
+          && lastBytesRead() == attemptedBytesRead()
+          && mayRead();
+    }
+
+    @Override
+    public boolean continueReading(UncheckedBooleanSupplier maybeMoreData) {
+      return readsInBatch < MAX_READS_PER_BATCH
+          && lastBytesRead() > 0
+          && maybeMoreData.get()
+          && mayRead();
+    }
   }
 }

@@ -136,13 +136,13 @@ class Http2FrameSlicerTest {
     // The empty END_STREAM DATA frame is copied too: an empty slice would pin the buffer.
     assertEquals(9 + 100 + 9, r.slicer.copiedDataBytes(), "the 100-byte payload would pin 64 KiB");
     assertEquals(9 + 16384, r.slicer.slicedDataBytes());
-    assertEquals(1, read.refCnt(), "the read buffer lives on in the slice of the large DATA");
+    assertEquals(2, read.refCnt(), "the read buffer lives on: the DATA slice and the budget hold it");
     // The large DATA frame's slice pins its 64 KiB buffer: at most 4 times its 16384 bytes.
     assertTrue(65536 <= Http2FrameSlicer.PIN_RATIO * 16384);
     assertArrayEquals(stream, r.keep.concatenated());
     assertTrue(r.budget.retainedBytes() >= stream.length);
     r.finish();
-    assertEquals(0, read.refCnt(), "released with the last slice");
+    assertEquals(0, read.refCnt(), "released by the budget once the last slice was");
     assertTrue(frames.size() > 3);
   }
 

@@ -4,13 +4,15 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
-import io.netty.channel.AdaptiveRecvByteBufAllocator;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelOutboundHandlerAdapter;
+import io.netty.channel.RecvByteBufAllocator;
 import io.netty.channel.WriteBufferWaterMark;
 import io.netty.channel.embedded.EmbeddedChannel;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
 class ReadOnReadyHandlerTest {
@@ -50,7 +52,48 @@ class ReadOnReadyHandlerTest {
   void turnsAutoReadOffAndSetsTheReadSizePolicy() {
     Setup s = new Setup(false);
     assertFalse(s.ch.config().isAutoRead());
-    assertTrue(s.ch.config().getRecvByteBufAllocator() instanceof AdaptiveRecvByteBufAllocator);
+    RecvByteBufAllocator.Handle handle = s.ch.config().getRecvByteBufAllocator().newHandle();
+    handle.reset(s.ch.config());
+    assertEquals(ReadOnReadyHandler.INITIAL_READ_BYTES, handle.guess());
+    assertTrue(handle instanceof RecvByteBufAllocator.ExtendedHandle, "epoll needs the extended one");
+    s.ch.finishAndReleaseAll();
+  }
+
+  /** One read of a batch: {@code got} of the {@code asked} bytes. */
+  private static void read(RecvByteBufAllocator.Handle handle, int asked, int got) {
+    handle.attemptedBytesRead(asked);
+    handle.lastBytesRead(got);
+    handle.incMessagesRead(1);
+  }
+
+  @Test
+  void aBatchGoesOnWhileReadsFillTheirBuffersUpToSixteenAndStopsAtAHold() {
+    Setup s = new Setup(false);
+    RecvByteBufAllocator.Handle handle = s.ch.config().getRecvByteBufAllocator().newHandle();
+    // With AUTO_READ off, Netty's own handle would stop after the first read.
+    handle.reset(s.ch.config());
+    read(handle, 32768, 32768);
+    assertTrue(handle.continueReading(), "a full buffer: the socket may hold more");
+    read(handle, 32768, 100);
+    assertFalse(handle.continueReading(), "a short read drained the socket");
+
+    handle.reset(s.ch.config());
+    for (int i = 1; i < ReadOnReadyHandler.MAX_READS_PER_BATCH; i++) {
+      read(handle, 32768, 32768);
+      assertTrue(handle.continueReading(), "read " + i);
+    }
+    read(handle, 32768, 32768);
+    assertFalse(handle.continueReading(), "at most sixteen reads per batch");
+
+    handle.reset(s.ch.config());
+    read(handle, 32768, 32768);
+    ByteBuf slice = handedOn(s);
+    assertFalse(handle.continueReading(), "the budget is exceeded: stop at once");
+    assertFalse(
+        ((RecvByteBufAllocator.ExtendedHandle) handle).continueReading(() -> true),
+        "and through epoll's entry point too");
+    slice.release();
+    assertTrue(((RecvByteBufAllocator.ExtendedHandle) handle).continueReading(() -> true));
     s.ch.finishAndReleaseAll();
   }
 
@@ -68,20 +111,59 @@ class ReadOnReadyHandlerTest {
     s.ch.finishAndReleaseAll();
   }
 
+  /** A read buffer of 1001 bytes (over the 1000-byte budget) that downstream holds a slice of. */
+  private static ByteBuf handedOn(Setup s) {
+    ByteBuf read = Unpooled.directBuffer(1001);
+    s.budget.track(read);
+    ByteBuf slice = read.retainedSlice();
+    read.release(); // as the slicer does when it is done with the read
+    return slice;
+  }
+
   @Test
-  void holdsReadsWhileTheBudgetIsExceededAndResumesWhenReleased() {
+  void holdsReadsWhileTheBudgetIsExceededAndResumesOnTheSweepAfterRelease() {
     Setup s = new Setup(false);
-    s.budget.add(1001);
+    s.ch.freezeTime();
+    ByteBuf slice = handedOn(s);
     s.ch.pipeline().fireChannelReadComplete();
     assertEquals(1, s.counter.reads);
     assertTrue(s.handler.isHoldingRead());
-    s.budget.release(1);
-    s.ch.runPendingTasks();
-    assertEquals(2, s.counter.reads, "resumed once the budget is back at its limit");
+    s.ch.advanceTimeBy(ReadOnReadyHandler.SWEEP_MILLIS, TimeUnit.MILLISECONDS);
+    s.ch.runScheduledPendingTasks();
+    assertEquals(1, s.counter.reads, "still held downstream: still held here");
+    ByteBuf read = slice.unwrap();
+    slice.release();
+    assertEquals(1, read.refCnt(), "only the budget's reference is left");
+    s.ch.advanceTimeBy(ReadOnReadyHandler.SWEEP_MILLIS, TimeUnit.MILLISECONDS);
+    s.ch.runScheduledPendingTasks();
+    assertEquals(2, s.counter.reads, "resumed by the sweep once downstream released");
     assertFalse(s.handler.isHoldingRead());
-    s.budget.release(1000);
-    s.ch.runPendingTasks();
-    assertEquals(2, s.counter.reads, "no extra read when nothing was held");
+    assertEquals(0, read.refCnt(), "the sweep gave the read buffer back");
+    assertEquals(0, s.budget.retainedBytes());
+    s.ch.finishAndReleaseAll();
+  }
+
+  @Test
+  void aFlushResumesAHeldReadAtOnce() {
+    Setup s = new Setup(false);
+    ByteBuf slice = handedOn(s);
+    s.ch.pipeline().fireChannelReadComplete();
+    assertTrue(s.handler.isHoldingRead());
+    slice.release();
+    s.ch.flush(); // gRPC flushes a WINDOW_UPDATE when the application consumes
+    assertEquals(2, s.counter.reads);
+    s.ch.finishAndReleaseAll();
+  }
+
+  @Test
+  void givesUpTheBudgetsReferencesWhenTheChannelCloses() {
+    Setup s = new Setup(false);
+    ByteBuf slice = handedOn(s);
+    ByteBuf read = slice.unwrap();
+    s.ch.close();
+    assertEquals(1, read.refCnt(), "downstream's slice is all that is left");
+    slice.release();
+    assertEquals(0, read.refCnt());
     s.ch.finishAndReleaseAll();
   }
 
