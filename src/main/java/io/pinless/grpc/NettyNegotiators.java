@@ -162,7 +162,7 @@ final class NettyNegotiators {
       ctx.pipeline().addBefore(
           ctx.name(),
           "pinless-http2-slicer",
-          new Http2FrameSlicer(server, Http2FrameSlicer.DEFAULT_MAX_FRAME_SIZE, budget));
+          new Http2FrameSlicer(server, Http2FrameSlicer.DEFAULT_MAX_FRAME_SIZE, budget, true));
       grpcHandler.setCumulator(ByteToMessageDecoder.COMPOSITE_CUMULATOR);
       INSTALLED.increment();
       fireProtocolNegotiationEvent(ctx);

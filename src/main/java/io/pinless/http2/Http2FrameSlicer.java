@@ -60,9 +60,19 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
   static final int FRAME_HEADER_BYTES = 9;
   static final int CLIENT_PREFACE_BYTES = 24;
   static final int TYPE_DATA = 0x0;
+  static final int FLAG_END_STREAM = 0x1;
+  static final int FLAG_PADDED = 0x8;
 
   private final ReadBudget budget;
   private final int maxFrameSize;
+  /** Whether read buffers carry headroom for a frame header (see the constructor). */
+  private final boolean readHeadroom;
+  /** Payload bytes still to come of the DATA frame being handed on in pieces; 0 when none. */
+  private int dataLeft;
+  /** That frame's stream, flags and whole size (header included). */
+  private int dataStreamId;
+  private int dataFlags;
+  private int dataFrameBytes;
   /** The first bytes of a frame header that a read cut short. */
   private final byte[] header = new byte[FRAME_HEADER_BYTES];
   /** How many bytes of {@link #header} are filled. */
@@ -93,7 +103,22 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
    * @param budget where the bytes handed on are counted until released
    */
   public Http2FrameSlicer(boolean server, int maxFrameSize, ReadBudget budget) {
+    this(server, maxFrameSize, budget, false);
+  }
+
+  /**
+   * Creates a slicer that, when {@code readHeadroom}, splits DATA frames cut by reads into whole
+   * DATA frames, one per read, each a plain slice of its read buffer.
+   *
+   * @param readHeadroom true when every buffer it reads comes straight from {@link
+   *     io.pinless.read.ReadOnReadyHandler}, which leaves {@link
+   *     io.pinless.read.ReadOnReadyHandler#HEADROOM_BYTES} bytes free before the reader index
+   *     that this slicer may write a frame header into; false for any other source
+   */
+  public Http2FrameSlicer(
+      boolean server, int maxFrameSize, ReadBudget budget, boolean readHeadroom) {
     this.budget = budget;
+    this.readHeadroom = readHeadroom;
     this.maxFrameSize = maxFrameSize;
     if (server) {
       partialLeft = CLIENT_PREFACE_BYTES;
@@ -152,6 +177,15 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
     if (headerBytes > 0 && !completeHeader(ctx, in, pinBase)) {
       return;
     }
+    if (dataLeft > 0) {
+      int n = Math.min(dataLeft, in.readableBytes());
+      if (n > 0) {
+        handOnDataPiece(ctx, in, n, pinBase);
+      }
+      if (dataLeft > 0) {
+        return;
+      }
+    }
     if (partialLeft > 0 || partial != null) {
       int n = Math.min(partialLeft, in.readableBytes());
       appendToPartial(ctx, in, n, pinBase);
@@ -200,8 +234,77 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
       in.readBytes(header, 0, headerBytes);
       return;
     }
-    startPartial(ctx, in.getUnsignedMedium(pos), in.getUnsignedByte(pos + 3) == TYPE_DATA);
+    int length = in.getUnsignedMedium(pos);
+    int type = in.getUnsignedByte(pos + 3);
+    int flags = in.getUnsignedByte(pos + 4);
+    if (splits(type, flags)) {
+      startData(length, flags, in.getInt(pos + 5));
+      in.skipBytes(FRAME_HEADER_BYTES);
+      if (in.isReadable()) {
+        // The first piece keeps the frame's own header, rewritten for the piece.
+        handOnDataPiece(ctx, in, in.readableBytes(), pinBase);
+      }
+      return;
+    }
+    startPartial(ctx, length, type == TYPE_DATA);
     appendToPartial(ctx, in, in.readableBytes(), pinBase);
+  }
+
+  /** Whether a frame cut by a read is handed on in pieces: unpadded DATA, given headroom. */
+  private boolean splits(int type, int flags) {
+    return readHeadroom && type == TYPE_DATA && (flags & FLAG_PADDED) == 0;
+  }
+
+  private void startData(int length, int flags, int streamWord) {
+    dataLeft = length;
+    dataFlags = flags;
+    dataStreamId = streamWord & 0x7fffffff;
+    dataFrameBytes = FRAME_HEADER_BYTES + length;
+  }
+
+  /**
+   * Hands on the next {@code n} payload bytes of the DATA frame in progress as a whole DATA frame
+   * of their own: the same stream, END_STREAM only on the last piece. The header is written into
+   * the 9 bytes before the payload (the frame's own header for the first piece, the read's
+   * headroom or consumed header bytes after that) and the piece goes on as one slice; with no
+   * room before it, as a composite of a header and the slice; a piece that may not pin its buffer
+   * is copied with its header instead.
+   *
+   * <pre>
+   *   read 1: | ... | DATA len=16384 | 6000 B |        read 2: | headroom 9 | 10384 B | ... |
+   *   handed on:  | DATA len=6000 (no END_STREAM) | 6000 B |   | DATA len=10384 | 10384 B |
+   * </pre>
+   *
+   * @param in borrowed: owned bytes before its reader index may be overwritten; its reader index
+   *     is advanced by {@code n}
+   */
+  private void handOnDataPiece(ChannelHandlerContext ctx, ByteBuf in, int n, int pinBase) {
+    int flags = n == dataLeft ? dataFlags : dataFlags & ~FLAG_END_STREAM;
+    int start = in.readerIndex() - FRAME_HEADER_BYTES;
+    if (!mayPin(dataFrameBytes, pinBase)) {
+      ByteBuf copy = newCopy(ctx, FRAME_HEADER_BYTES + n);
+      copy.writeMedium(n).writeByte(TYPE_DATA).writeByte(flags).writeInt(dataStreamId);
+      copy.writeBytes(in, in.readerIndex(), n);
+      countData(false, FRAME_HEADER_BYTES + n);
+      handOn(ctx, copy);
+    } else if (start >= 0) {
+      in.setMedium(start, n);
+      in.setByte(start + 3, TYPE_DATA);
+      in.setByte(start + 4, flags);
+      in.setInt(start + 5, dataStreamId);
+      countData(true, FRAME_HEADER_BYTES + n);
+      handOn(ctx, sliceOf(in, start, FRAME_HEADER_BYTES + n));
+    } else {
+      // No room before the payload (a buffer from an io_uring ring): the header goes in front.
+      CompositeByteBuf frame = ctx.alloc().compositeDirectBuffer(2);
+      frame.addComponent(true, newCopy(ctx, FRAME_HEADER_BYTES)
+          .writeMedium(n).writeByte(TYPE_DATA).writeByte(flags).writeInt(dataStreamId));
+      frame.addComponent(true, sliceOf(in, in.readerIndex(), n));
+      countData(true, FRAME_HEADER_BYTES + n);
+      handOn(ctx, frame);
+    }
+    in.skipBytes(n);
+    dataLeft -= n;
   }
 
   private static final int RUN_EITHER = 0;
@@ -231,6 +334,11 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
         in.skipBytes(in.readableBytes());
       }
       return false;
+    }
+    if (length > 0 && splits(header[3] & 0xff, header[4] & 0xff)) {
+      // The payload's pieces get headers of their own: this one is not needed.
+      startData(length, header[4] & 0xff, intBE(header, 5));
+      return true;
     }
     startPartial(ctx, length, header[3] == TYPE_DATA);
     if (partialIsData) {
@@ -324,6 +432,11 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
     }
   }
 
+  private static int intBE(byte[] bytes, int offset) {
+    return (bytes[offset] & 0xff) << 24 | (bytes[offset + 1] & 0xff) << 16
+        | (bytes[offset + 2] & 0xff) << 8 | (bytes[offset + 3] & 0xff);
+  }
+
   /** Whether a DATA frame of {@code frameBytes} may be sliced from a read buffer of {@code pinBase}. */
   private static boolean mayPin(int frameBytes, int pinBase) {
     return (long) frameBytes * PIN_RATIO >= pinBase;
@@ -390,6 +503,7 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
   private void releasePartial() {
     headerBytes = 0;
     partialLeft = 0;
+    dataLeft = 0;
     if (copyPiece != null) {
       copyPiece.release();
       copyPiece = null;

@@ -1,5 +1,7 @@
 package io.pinless.read;
 
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufAllocator;
 import io.netty.channel.AdaptiveRecvByteBufAllocator;
 import io.netty.channel.ChannelConfig;
 import io.netty.channel.ChannelDuplexHandler;
@@ -47,6 +49,12 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
   public static final int INITIAL_READ_BYTES = 32 * 1024;
   /** 32 KiB: reads shrink (to {@link #MIN_READ_BYTES}) for trickles and grow back to this. */
   public static final int MAX_READ_BYTES = 32 * 1024;
+  /**
+   * 9 bytes, an HTTP/2 frame header: every read buffer starts this far in, so that {@link
+   * io.pinless.http2.Http2FrameSlicer} can write a DATA header in front of a payload that a read
+   * cut and hand the piece on as one slice. Reads are this much shorter than their buffers.
+   */
+  public static final int HEADROOM_BYTES = 9;
   /** 16 reads, Netty's default per batch: a batch reads at most 512 KiB before yielding. */
   public static final int MAX_READS_PER_BATCH = 16;
 
@@ -211,6 +219,13 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
     public void reset(ChannelConfig config) {
       readsInBatch = 0;
       super.reset(config);
+    }
+
+    /** @return owned by the channel's read loop: empty, with {@link #HEADROOM_BYTES} before it */
+    @Override
+    public ByteBuf allocate(ByteBufAllocator alloc) {
+      ByteBuf buf = super.allocate(alloc);
+      return buf.writerIndex(HEADROOM_BYTES).readerIndex(HEADROOM_BYTES);
     }
 
     @Override

@@ -2,6 +2,7 @@ package io.pinless.http2;
 
 import static io.pinless.http2.Http2Recording.clientStream;
 import static io.pinless.http2.Http2Recording.frames;
+import static io.pinless.http2.Http2Recording.meaning;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -13,6 +14,7 @@ import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.embedded.EmbeddedChannel;
 import io.pinless.read.ReadBudget;
+import io.pinless.read.ReadOnReadyHandler;
 import java.io.ByteArrayOutputStream;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -55,13 +57,24 @@ class Http2FrameSlicerTest {
     final Keep keep = new Keep();
     final EmbeddedChannel ch;
 
+    /** Whether reads carry ReadOnReadyHandler's headroom (and the slicer splits DATA). */
+    final boolean headroom;
+
     Run(boolean server) {
-      slicer = new Http2FrameSlicer(server, Http2FrameSlicer.DEFAULT_MAX_FRAME_SIZE, budget);
+      this(server, false);
+    }
+
+    Run(boolean server, boolean headroom) {
+      this.headroom = headroom;
+      slicer =
+          new Http2FrameSlicer(server, Http2FrameSlicer.DEFAULT_MAX_FRAME_SIZE, budget, headroom);
       ch = new EmbeddedChannel(slicer, keep);
     }
 
     void feed(byte[] stream, int from, int to) {
-      ByteBuf read = PooledByteBufAllocator.DEFAULT.directBuffer(to - from);
+      int room = headroom ? ReadOnReadyHandler.HEADROOM_BYTES : 0;
+      ByteBuf read = PooledByteBufAllocator.DEFAULT.directBuffer(room + to - from);
+      read.writerIndex(room).readerIndex(room);
       read.writeBytes(stream, from, to - from);
       ch.writeInbound(read);
     }
@@ -98,6 +111,81 @@ class Http2FrameSlicerTest {
       r.assertWholeUnits(true);
       r.finish();
     }
+  }
+
+  @Test
+  void withHeadroomSplitsDataCutByAReadIntoWholeDataFramesAtEverySplit() {
+    byte[] stream = clientStream(0, 1, 100, 5000, 16383, 16384, 3, 700);
+    List<String> meant = meaning(stream, 24);
+    for (int split = 1; split < stream.length; split += split < 200 ? 1 : 37) {
+      Run r = new Run(true, true);
+      r.feed(stream, 0, split);
+      r.feed(stream, split, stream.length);
+      r.assertWholeUnits(true);
+      assertEquals(meant, meaning(r.keep.concatenated(), 24), "split " + split);
+      assertEquals(0, r.slicer.heldBytes(), "no DATA byte is held: pieces go on as they come");
+      r.finish();
+    }
+  }
+
+  @Test
+  void withHeadroomEveryReadSizeGivesTheSameFrames() {
+    byte[] stream = clientStream(0, 1, 100, 5000, 16384, 12);
+    List<String> meant = meaning(stream, 24);
+    for (int chunk : new int[] {1, 2, 3, 7, 8, 9, 10, 23, 24, 25, 100, 1000, 4096, 16393, 40000}) {
+      Run r = new Run(true, true);
+      for (int i = 0; i < stream.length; i += chunk) {
+        r.feed(stream, i, Math.min(stream.length, i + chunk));
+      }
+      r.assertWholeUnits(true);
+      assertEquals(meant, meaning(r.keep.concatenated(), 24), "read size " + chunk);
+      r.finish();
+    }
+  }
+
+  @Test
+  void withHeadroomABulkFrameCutByTwo32KiBReadsIsTwoPlainSlicesAndNoCopy() {
+    byte[] stream = Arrays.copyOfRange(clientStream(16384), 24, clientStream(16384).length);
+    int dataStart =
+        frames(stream, 0).stream().filter(f -> f.length() == 16384).findFirst().orElseThrow().offset();
+    int cut = dataStart + 9 + 6000;
+    Run r = new Run(false, true);
+    for (int[] range : new int[][] {{0, cut}, {cut, stream.length}}) {
+      ByteBuf read = PooledByteBufAllocator.DEFAULT.directBuffer(32768);
+      read.writerIndex(ReadOnReadyHandler.HEADROOM_BYTES).readerIndex(ReadOnReadyHandler.HEADROOM_BYTES);
+      read.writeBytes(stream, range[0], range[1] - range[0]);
+      r.ch.writeInbound(read);
+    }
+    r.assertWholeUnits(false);
+    assertEquals(meaning(stream, 0), meaning(r.keep.concatenated(), 0));
+    List<Integer> dataLengths = new ArrayList<>();
+    for (ByteBuf unit : r.keep.handedOn) {
+      assertEquals(1, unit.nioBufferCount(), "a plain slice, never a composite");
+      for (Http2Recording.Frame f : frames(ByteBufUtil.getBytes(unit), 0)) {
+        if (f.type() == 0) {
+          dataLengths.add(f.length());
+        }
+      }
+    }
+    assertEquals(List.of(6000, 10384, 0), dataLengths, "the frame in two pieces, then END_STREAM");
+    assertEquals(9, r.slicer.copiedDataBytes(), "only the empty END_STREAM frame is copied");
+    r.finish();
+  }
+
+  @Test
+  void withHeadroomButABufferWithoutItThePayloadIsStillSliced() {
+    byte[] stream = Arrays.copyOfRange(clientStream(16384), 24, clientStream(16384).length);
+    int cut = stream.length - 8000;
+    Run r = new Run(false, true);
+    for (int[] range : new int[][] {{0, cut}, {cut, stream.length}}) {
+      ByteBuf read = PooledByteBufAllocator.DEFAULT.directBuffer(32768); // as from an io_uring ring
+      read.writeBytes(stream, range[0], range[1] - range[0]);
+      r.ch.writeInbound(read);
+    }
+    r.assertWholeUnits(false);
+    assertEquals(meaning(stream, 0), meaning(r.keep.concatenated(), 0));
+    assertEquals(9, r.slicer.copiedDataBytes(), "only the empty END_STREAM frame is copied");
+    r.finish();
   }
 
   @Test
@@ -224,7 +312,8 @@ class Http2FrameSlicerTest {
       if (random.nextInt(4) == 0) {
         stream[24 + random.nextInt(stream.length - 24)] ^= (byte) random.nextInt(1, 256);
       }
-      Run r = new Run(true);
+      boolean mutated = !Arrays.equals(stream, clientStream(sizes));
+      Run r = new Run(true, random.nextBoolean());
       int pos = 0;
       while (pos < stream.length) {
         int n = Math.min(stream.length - pos, 1 + random.nextInt(random.nextBoolean() ? 30 : 70000));
@@ -232,8 +321,12 @@ class Http2FrameSlicerTest {
         pos += n;
       }
       byte[] out = r.keep.concatenated();
-      assertTrue(out.length <= stream.length);
-      assertArrayEquals(Arrays.copyOf(stream, out.length), out, "iteration " + iteration);
+      if (!r.headroom) {
+        assertTrue(out.length <= stream.length);
+        assertArrayEquals(Arrays.copyOf(stream, out.length), out, "iteration " + iteration);
+      } else if (!mutated) {
+        assertEquals(meaning(stream, 24), meaning(out, 24), "iteration " + iteration);
+      }
       r.ch.close();
       r.finish();
     }

@@ -13,6 +13,8 @@ import io.netty.handler.codec.http2.Http2Flags;
 import io.netty.handler.codec.http2.Http2Settings;
 import java.io.ByteArrayOutputStream;
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HexFormat;
 import java.util.List;
 
 /** Test support: HTTP/2 byte streams written by Netty's own frame writer, and a frame parser. */
@@ -81,6 +83,47 @@ final class Http2Recording {
       pos += 9 + length;
     }
     return frames;
+  }
+
+  /**
+   * The frames of {@code bytes} (after {@code skip} bytes) as the peer meant them: each frame as
+   * type, flags, stream and payload, with consecutive DATA frames of one stream merged until one
+   * that ends the stream. A stream and the same stream with its DATA frames split at any points
+   * (END_STREAM on the last piece only) give equal lists.
+   */
+  static List<String> meaning(byte[] bytes, int skip) {
+    List<String> out = new ArrayList<>();
+    java.io.ByteArrayOutputStream data = null;
+    int dataStream = -1;
+    for (Frame f : frames(bytes, skip)) {
+      int flags = bytes[f.offset() + 4] & 0xff;
+      int stream = java.nio.ByteBuffer.wrap(bytes, f.offset() + 5, 4).getInt() & 0x7fffffff;
+      byte[] payload = Arrays.copyOfRange(bytes, f.offset() + 9, f.offset() + 9 + f.length());
+      if (f.type() == 0 && data != null && stream == dataStream) {
+        data.writeBytes(payload);
+      } else {
+        if (data != null) {
+          out.add("DATA stream " + dataStream + " open " + HexFormat.of().formatHex(data.toByteArray()));
+          data = null;
+        }
+        if (f.type() == 0) {
+          data = new java.io.ByteArrayOutputStream();
+          data.writeBytes(payload);
+          dataStream = stream;
+        } else {
+          out.add("type " + f.type() + " flags " + flags + " stream " + stream + " "
+              + HexFormat.of().formatHex(payload));
+        }
+      }
+      if (f.type() == 0 && (flags & 1) != 0) {
+        out.add("DATA stream " + dataStream + " ended " + HexFormat.of().formatHex(data.toByteArray()));
+        data = null;
+      }
+    }
+    if (data != null) {
+      out.add("DATA stream " + dataStream + " open " + HexFormat.of().formatHex(data.toByteArray()));
+    }
+    return out;
   }
 
   static byte[] pattern(int length, int seed) {
