@@ -15,12 +15,13 @@ import java.util.concurrent.atomic.LongAdder;
  * <pre>
  *   HTTP/2 frame:  | length u24 BE | type u8 | flags u8 | R + stream id u31 | payload (length) |
  *
- *   read 1:  | SETTINGS | HEADERS | DATA 16 KiB | DATA (first 6 KiB of 16)       |
- *   read 2:  | (last 10 KiB of that DATA) | WINDOW_UPDATE | DATA 12 B | HEADERS |
+ *   read 1:  | SETTINGS | HEADERS | DATA 16 KiB | DATA s=3 len=16384, first 6000 B   |
+ *   read 2:  | 9 B headroom | last 10384 B of it | WINDOW_UPDATE | DATA 12 B | HEADERS |
  *
  *   handed on:  slice(read 1: SETTINGS .. DATA 16 KiB)
- *               composite[slice(read 1: 6 KiB), slice(read 2: 10 KiB)]   one whole DATA frame
- *               copy(read 2: WINDOW_UPDATE, DATA 12 B, HEADERS)          small frames coalesced
+ *               slice(read 1: DATA s=3 len=6000, header rewritten in place, END_STREAM cleared)
+ *               slice(read 2: DATA s=3 len=10384, header written into the headroom)
+ *               copy(read 2: WINDOW_UPDATE, DATA 12 B, HEADERS)      small frames coalesced
  * </pre>
  *
  * <p>The frames of one read are handed on together in runs: a run that would carry a DATA payload
@@ -28,21 +29,28 @@ import java.util.concurrent.atomic.LongAdder;
  * is a retained slice of the read buffer. A DATA frame is sliced only from a read buffer at most
  * {@link #PIN_RATIO} times its own size, so it never pins more than that per buffer it came from;
  * with reads of at most 32 KiB ({@link io.pinless.read.ReadOnReadyHandler}) every DATA frame of
- * 8 KiB or more, all of gRPC's bulk frames, is sliced and never copied. A frame that spans reads
- * is handed on, once whole, as a composite of its parts (slices under the same rule applied to
- * the whole frame, copies otherwise; with grpc-netty's cumulator set to {@code
- * COMPOSITE_CUMULATOR} the composite is used as it is).
+ * 8 KiB or more, all of gRPC's bulk frames, is sliced and never copied.
+ *
+ * <p>A frame that a read cuts: with read headroom (the pinless pipeline), an unpadded DATA frame
+ * goes on in pieces as its bytes arrive, each piece a whole DATA frame of the same stream (END_STREAM
+ * on the last only) whose header is written into the 9 bytes in front of its payload, so each is
+ * one plain slice: HTTP/2 lets a sender split DATA anywhere, and flow control counts the same
+ * bytes. Any other frame (and every frame without headroom) is handed on once whole, as a
+ * composite of its parts (slices under the same rule applied to the whole frame, copies
+ * otherwise; with grpc-netty's cumulator set to {@code COMPOSITE_CUMULATOR} the composite is used
+ * as it is).
  *
  * <p>It reads only frame headers and never allocates from a length: copies grow in pieces of at
  * most {@link #COPY_PIECE_BYTES}. A frame longer than the connection's maximum frame size, and
  * everything after it, is handed on as it arrives, so grpc-netty sees the header at once and
  * gives its own answer; every other protocol error is grpc-netty's to find.
  *
- * <p>Memory: idle it holds nothing. Mid-frame it holds the frame's parts so far (slices of read
- * buffers at most {@link #PIN_RATIO} times the frame, or copies). What it hands on are plain
- * retained slices of read buffers (no wrapper object), right-sized pooled copies, and composites
- * for frames that span reads; the {@link ReadBudget} tracks every read buffer it slices and every
- * copy it makes until downstream has released them.
+ * <p>Memory: idle it holds nothing; mid-frame it holds at most a cut header and the parts of one
+ * frame that is not handed on in pieces. What it hands on are plain retained slices of read buffers (no wrapper object),
+ * right-sized pooled copies, and composites only for the frames above; the {@link ReadBudget}
+ * tracks every read buffer it slices and every copy it makes until downstream has released them.
+ * It writes only bytes of its own read buffers that nobody else references: a cut DATA frame's
+ * header, and the headroom before the reader index.
  */
 public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
   /** A DATA frame is sliced only from read buffers at most this many times its own size. */
