@@ -18,9 +18,9 @@ import java.util.Arrays;
  *
  * <p>Confined to the channel's event loop. The total may overstate until the next sweep, never
  * understate: {@link ReadOnReadyHandler} sweeps after every read batch and, while anything is
- * tracked, every {@link ReadOnReadyHandler#SWEEP_MILLIS} ms, so a buffer outlives its last
- * downstream release by at most that; a budget also sweeps when its table is full and before it
- * says it is exceeded.
+ * tracked, on a timer of at most {@link ReadOnReadyHandler#MAX_SWEEP_MILLIS} ms, so a buffer
+ * outlives its last downstream release by at most that; a budget also sweeps when its table is
+ * full and before it says it is exceeded.
  *
  * <p>The limit must exceed the largest message the application accepts: gRPC holds every byte of
  * a message until the message is complete, so a limit below that would stop reading for good.

@@ -20,7 +20,9 @@ import java.util.concurrent.TimeUnit;
  * {@link ReadBudget} is exceeded, and asks for it as soon as both clear: writability is an event;
  * the budget is swept (buffers released downstream stop counting) after every read batch, on
  * every flush that passes (gRPC flushes window updates as the application consumes), and every
- * {@link #SWEEP_MILLIS} ms while it tracks anything, so an idle connection's last buffers go back
+ * while it tracks anything on a timer that starts at {@link #SWEEP_MILLIS} ms and backs off to
+ * {@link #MAX_SWEEP_MILLIS} (busy connections sweep on every batch; the timer is for connections
+ * that went quiet, and for a held read), so an idle connection's last buffers go back
  * to the pool at most that long after the application releases them.
  *
  * <p>It gives up the budget's references when the channel closes.
@@ -60,6 +62,8 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
 
   /** While the budget tracks buffers, it is swept this often (besides every batch and flush). */
   public static final long SWEEP_MILLIS = 10;
+  /** The longest the sweep timer waits: it doubles each time from {@link #SWEEP_MILLIS}. */
+  public static final long MAX_SWEEP_MILLIS = 1280;
 
   /** Stateless; each channel gets its own handle from it. */
   private static final AdaptiveRecvByteBufAllocator SIZES =
@@ -72,6 +76,8 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
   private boolean readOwed;
   /** A {@link #sweepNow} is scheduled. */
   private boolean sweepScheduled;
+  /** The sweep timer's next delay. */
+  private long sweepDelayMillis = SWEEP_MILLIS;
   private final Runnable sweepTask = this::sweepNow;
   /** How many reads this handler asked the channel for: the test of single ownership. */
   private long readsRequested;
@@ -156,15 +162,20 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
   /** Sweeps the budget, retries a held read, and comes back while anything is still tracked. */
   private void sweepNow() {
     sweepScheduled = false;
+    // A held read is checked often; otherwise the timer backs off, and starts short again once
+    // nothing is tracked.
+    sweepDelayMillis = readOwed ? SWEEP_MILLIS : Math.min(sweepDelayMillis * 2, MAX_SWEEP_MILLIS);
     budget.sweep();
     resume();
     sweepLater();
   }
 
   private void sweepLater() {
-    if (!sweepScheduled && budget.trackedBuffers() > 0 && ctx.channel().isActive()) {
+    if (budget.trackedBuffers() == 0) {
+      sweepDelayMillis = SWEEP_MILLIS;
+    } else if (!sweepScheduled && ctx.channel().isActive()) {
       sweepScheduled = true;
-      ctx.executor().schedule(sweepTask, SWEEP_MILLIS, TimeUnit.MILLISECONDS);
+      ctx.executor().schedule(sweepTask, sweepDelayMillis, TimeUnit.MILLISECONDS);
     }
   }
 

@@ -13,7 +13,9 @@ import io.grpc.ManagedChannel;
 import io.grpc.Metadata;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
+import io.grpc.stub.ClientCallStreamObserver;
 import io.grpc.stub.ClientCalls;
+import io.grpc.stub.ClientResponseObserver;
 import io.grpc.stub.StreamObserver;
 import io.pinless.http2.Http2FrameSlicer;
 import io.pinless.grpc.Loopback.Transport;
@@ -249,7 +251,15 @@ class PlaintextIntegrationTest {
         ClientCalls.asyncServerStreamingCall(
             ch.newCall(TestService.SERVER_STREAM, CallOptions.DEFAULT),
             TestService.streamRequest(1_000_000, 4096),
-            new StreamObserver<>() {
+            // Take one message, then leave the rest in flight: each server keeps its stream's
+            // flow-control window full, so every connection closes with data on the wire and in
+            // its buffers, without 1000 streams racing each other for the two cores.
+            new ClientResponseObserver<byte[], byte[]>() {
+              @Override
+              public void beforeStart(ClientCallStreamObserver<byte[]> requestStream) {
+                requestStream.disableAutoRequestWithInitial(1);
+              }
+
               @Override
               public void onNext(byte[] value) {
                 first.countDown();
