@@ -1,0 +1,36 @@
+package io.pinless.alts.handshake;
+
+import io.grpc.MethodDescriptor;
+import io.grpc.protobuf.ProtoUtils;
+import io.pinless.alts.handshake.proto.HandshakerReq;
+import io.pinless.alts.handshake.proto.HandshakerResp;
+
+/**
+ * The names of the public ALTS handshaker protocol ({@code grpc.gcp.HandshakerService}): the one
+ * method, a bidirectional stream per connection being secured, and the values both ends of it use.
+ */
+public final class HandshakerProtocol {
+  /** The service's full name. */
+  public static final String SERVICE_NAME = "grpc.gcp.HandshakerService";
+
+  /** {@code DoHandshake}: one {@code client_start} or {@code server_start}, then {@code next}s. */
+  public static final MethodDescriptor<HandshakerReq, HandshakerResp> DO_HANDSHAKE =
+      MethodDescriptor.<HandshakerReq, HandshakerResp>newBuilder()
+          .setType(MethodDescriptor.MethodType.BIDI_STREAMING)
+          .setFullMethodName(MethodDescriptor.generateFullMethodName(SERVICE_NAME, "DoHandshake"))
+          .setRequestMarshaller(ProtoUtils.marshaller(HandshakerReq.getDefaultInstance()))
+          .setResponseMarshaller(ProtoUtils.marshaller(HandshakerResp.getDefaultInstance()))
+          .build();
+
+  /** The application protocol gRPC negotiates over ALTS. */
+  public static final String APPLICATION_PROTOCOL = "grpc";
+  /** The record protocol every handshaker negotiates: AES-128-GCM with a key change every 2^16. */
+  public static final String RECORD_PROTOCOL_REKEY = "ALTSRP_GCM_AES128_REKEY";
+  /** The key of the handshake parameters for ALTS ({@code HandshakeProtocol.ALTS}). */
+  public static final int ALTS_PARAMETERS_KEY = 2;
+  /** The RPC protocol version gRPC speaks over ALTS: 2.1. */
+  public static final int RPC_MAJOR = 2;
+  public static final int RPC_MINOR = 1;
+
+  private HandshakerProtocol() {}
+}
