@@ -1,21 +1,29 @@
 package io.pinless.grpc;
 
+import io.grpc.Attributes;
 import io.grpc.ChannelCredentials;
+import io.grpc.SecurityLevel;
 import io.grpc.ServerCredentials;
+import io.grpc.internal.GrpcAttributes;
 import io.grpc.internal.ObjectPool;
 import io.grpc.netty.GrpcHttp2ConnectionHandler;
 import io.grpc.netty.InternalNettyChannelCredentials;
 import io.grpc.netty.InternalNettyServerCredentials;
 import io.grpc.netty.InternalProtocolNegotiator;
+import io.grpc.netty.InternalProtocolNegotiationEvent;
 import io.grpc.netty.InternalProtocolNegotiators;
+import io.grpc.netty.ProtocolNegotiationEvent;
 import io.netty.channel.ChannelHandler;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.handler.codec.ByteToMessageDecoder;
 import io.netty.util.AsciiString;
 import io.pinless.Settings;
+import io.pinless.alts.handshake.AltsHandshakeHandler;
+import io.pinless.alts.handshake.AltsHandshakeResult;
 import io.pinless.http2.Http2FrameSlicer;
 import io.pinless.read.ReadBudget;
 import io.pinless.read.ReadOnReadyHandler;
+import java.util.List;
 import java.util.concurrent.Executor;
 
 /**
@@ -33,9 +41,16 @@ final class NettyNegotiators {
     NONE
   }
 
+  /** How an ALTS connection is secured; null fields are not allowed. */
+  record AltsOptions(String handshakerAddress, List<String> targetServiceAccounts,
+      long handshakeTimeoutMillis) {}
+
   private static final AsciiString HTTP = AsciiString.of("http");
+  private static final AsciiString HTTPS = AsciiString.of("https");
   /** The port a plaintext target without one gets, as in grpc-netty. */
   private static final int DEFAULT_PLAINTEXT_PORT = 80;
+  /** The port an ALTS target without one gets, as in grpc-alts. */
+  private static final int DEFAULT_ALTS_PORT = 443;
 
   /** Connections whose pipeline got the pinless handlers, process-wide. */
   private static final java.util.concurrent.atomic.LongAdder INSTALLED =
@@ -61,7 +76,7 @@ final class NettyNegotiators {
     if (!enabled) {
       return InternalNettyChannelCredentials.create(new StockClientFactory());
     }
-    return InternalNettyChannelCredentials.create(new ClientFactory(security));
+    return InternalNettyChannelCredentials.create(new ClientFactory(null));
   }
 
   /** With {@code enabled} false: grpc-netty's stock plaintext negotiator. */
@@ -69,7 +84,17 @@ final class NettyNegotiators {
     if (!enabled) {
       return InternalNettyServerCredentials.create(InternalProtocolNegotiators.serverPlaintext());
     }
-    return InternalNettyServerCredentials.create(new ServerFactory(security));
+    return InternalNettyServerCredentials.create(new ServerFactory(null));
+  }
+
+  /** ALTS with the pinless pipeline (there is no stock ALTS at runtime to roll back to). */
+  static ChannelCredentials altsClientCredentials(AltsOptions alts) {
+    return InternalNettyChannelCredentials.create(new ClientFactory(alts));
+  }
+
+  /** ALTS with the pinless pipeline. */
+  static ServerCredentials altsServerCredentials(AltsOptions alts) {
+    return InternalNettyServerCredentials.create(new ServerFactory(alts));
   }
 
   private static final class StockClientFactory implements InternalProtocolNegotiator.ClientFactory {
@@ -85,55 +110,57 @@ final class NettyNegotiators {
   }
 
   private static final class ClientFactory implements InternalProtocolNegotiator.ClientFactory {
-    private final Security security;
+    /** Null for plaintext. */
+    private final AltsOptions alts;
 
-    ClientFactory(Security security) {
-      this.security = security;
+    ClientFactory(AltsOptions alts) {
+      this.alts = alts;
     }
 
     @Override
     public InternalProtocolNegotiator.ProtocolNegotiator newNegotiator() {
-      return new Negotiator(false, security);
+      return new Negotiator(false, alts);
     }
 
     @Override
     public int getDefaultPort() {
-      return DEFAULT_PLAINTEXT_PORT;
+      return alts == null ? DEFAULT_PLAINTEXT_PORT : DEFAULT_ALTS_PORT;
     }
   }
 
   private static final class ServerFactory implements InternalProtocolNegotiator.ServerFactory {
-    private final Security security;
+    /** Null for plaintext. */
+    private final AltsOptions alts;
 
-    ServerFactory(Security security) {
-      this.security = security;
+    ServerFactory(AltsOptions alts) {
+      this.alts = alts;
     }
 
     @Override
     public InternalProtocolNegotiator.ProtocolNegotiator newNegotiator(
         ObjectPool<? extends Executor> offloadExecutorPool) {
-      return new Negotiator(true, security);
+      return new Negotiator(true, alts);
     }
   }
 
   private static final class Negotiator implements InternalProtocolNegotiator.ProtocolNegotiator {
     private final boolean server;
-    private final Security security;
+    private final AltsOptions alts;
 
-    Negotiator(boolean server, Security security) {
+    Negotiator(boolean server, AltsOptions alts) {
       this.server = server;
-      this.security = security;
+      this.alts = alts;
     }
 
     @Override
     public AsciiString scheme() {
-      return HTTP;
+      return alts == null ? HTTP : HTTPS;
     }
 
     @Override
     public ChannelHandler newHandler(GrpcHttp2ConnectionHandler grpcHandler) {
       ChannelHandler next = InternalProtocolNegotiators.grpcNegotiationHandler(grpcHandler);
-      ChannelHandler install = new InstallHandler(next, grpcHandler, server);
+      ChannelHandler install = new InstallHandler(next, grpcHandler, server, alts);
       return InternalProtocolNegotiators.waitUntilActiveHandler(
           install, grpcHandler.getNegotiationLogger());
     }
@@ -142,30 +169,68 @@ final class NettyNegotiators {
     public void close() {}
   }
 
-  /** Installs the pinless handlers once the connection is active, then hands over to gRPC. */
+  /**
+   * Installs the pinless handlers once the connection is active; for ALTS, waits for the
+   * handshake; then hands over to gRPC.
+   */
   private static final class InstallHandler
       extends InternalProtocolNegotiators.ProtocolNegotiationHandler {
     private final GrpcHttp2ConnectionHandler grpcHandler;
     private final boolean server;
+    private final AltsOptions alts;
+    private ReadBudget budget;
 
-    InstallHandler(ChannelHandler next, GrpcHttp2ConnectionHandler grpcHandler, boolean server) {
+    InstallHandler(
+        ChannelHandler next, GrpcHttp2ConnectionHandler grpcHandler, boolean server,
+        AltsOptions alts) {
       super(next, "pinless", grpcHandler.getNegotiationLogger());
       this.grpcHandler = grpcHandler;
       this.server = server;
+      this.alts = alts;
     }
 
     @Override
     protected void protocolNegotiationEventTriggered(ChannelHandlerContext ctx) {
-      ReadBudget budget = new ReadBudget(Settings.readBudgetBytes());
+      budget = new ReadBudget(Settings.readBudgetBytes());
       ctx.pipeline().addFirst(
           "pinless-read", new ReadOnReadyHandler(budget, Settings.holdWhileUnwritable()));
+      INSTALLED.increment();
+      if (alts == null) {
+        // Plaintext: the slicer reads straight from the socket's buffers, with their headroom.
+        installSlicer(ctx, true);
+        fireProtocolNegotiationEvent(ctx);
+        return;
+      }
+      ctx.pipeline().addBefore(ctx.name(), "pinless-alts-handshake",
+          new AltsHandshakeHandler(!server, alts.handshakerAddress(),
+              alts.targetServiceAccounts(), alts.handshakeTimeoutMillis()));
+    }
+
+    @Override
+    protected void userEventTriggered0(ChannelHandlerContext ctx, Object evt) throws Exception {
+      if (!(evt instanceof AltsHandshakeResult)) {
+        super.userEventTriggered0(ctx, evt);
+        return;
+      }
+      // The record decoder's plaintext has no headroom: DATA cut by records goes as composites.
+      installSlicer(ctx, false);
+      ProtocolNegotiationEvent event = getProtocolNegotiationEvent();
+      Attributes attrs =
+          InternalProtocolNegotiationEvent.getAttributes(event).toBuilder()
+              .set(GrpcAttributes.ATTR_SECURITY_LEVEL, SecurityLevel.PRIVACY_AND_INTEGRITY)
+              .set(PinlessAltsContext.ATTR, new PinlessAltsContext((AltsHandshakeResult) evt))
+              .build();
+      replaceProtocolNegotiationEvent(InternalProtocolNegotiationEvent.withAttributes(event, attrs));
+      fireProtocolNegotiationEvent(ctx);
+    }
+
+    private void installSlicer(ChannelHandlerContext ctx, boolean readHeadroom) {
       ctx.pipeline().addBefore(
           ctx.name(),
           "pinless-http2-slicer",
-          new Http2FrameSlicer(server, Http2FrameSlicer.DEFAULT_MAX_FRAME_SIZE, budget, true));
+          new Http2FrameSlicer(
+              server, Http2FrameSlicer.DEFAULT_MAX_FRAME_SIZE, budget, readHeadroom));
       grpcHandler.setCumulator(ByteToMessageDecoder.COMPOSITE_CUMULATOR);
-      INSTALLED.increment();
-      fireProtocolNegotiationEvent(ctx);
     }
   }
 }

@@ -1,6 +1,9 @@
 package io.pinless.grpc;
 
 import io.grpc.ChannelCredentials;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
 
 /**
  * Client credentials for grpc-java's Netty transport that install the pinless read path. Use them
@@ -15,5 +18,53 @@ public final class PinlessChannelCredentials {
   /** Plaintext HTTP/2 (h2c) with the pinless read path. */
   public static ChannelCredentials insecure() {
     return NettyNegotiators.clientCredentials(NettyNegotiators.Security.NONE);
+  }
+
+  /**
+   * ALTS with the pinless read path: the handshake runs asynchronously through a handshaker
+   * service, and calls see {@code PRIVACY_AND_INTEGRITY} and a {@link PinlessAltsContext}.
+   */
+  public static AltsBuilder altsBuilder() {
+    return new AltsBuilder();
+  }
+
+  /** Builds ALTS channel credentials. */
+  public static final class AltsBuilder {
+    private String handshakerAddress = AltsDefaults.handshakerAddress();
+    private final List<String> targetServiceAccounts = new ArrayList<>();
+    private long handshakeTimeoutMillis = AltsDefaults.HANDSHAKE_TIMEOUT_MILLIS;
+
+    private AltsBuilder() {}
+
+    /**
+     * The handshaker service, {@code host:port}; by default the metadata server's on Google Cloud
+     * ({@code metadata.google.internal.:8080}, or {@code $GCE_METADATA_HOST:8080}).
+     */
+    public AltsBuilder handshakerAddress(String hostAndPort) {
+      this.handshakerAddress = AltsDefaults.checkAddress(hostAndPort);
+      return this;
+    }
+
+    /** Accepts servers running as {@code serviceAccount}; with none added, any server. */
+    public AltsBuilder addTargetServiceAccount(String serviceAccount) {
+      if (serviceAccount == null || serviceAccount.isEmpty()) {
+        throw new IllegalArgumentException("serviceAccount must be a non-empty name");
+      }
+      targetServiceAccounts.add(serviceAccount);
+      return this;
+    }
+
+    /** How long a handshake may take before the connection fails (default 20 s). */
+    public AltsBuilder handshakeTimeout(long timeout, TimeUnit unit) {
+      this.handshakeTimeoutMillis = AltsDefaults.checkTimeout(timeout, unit);
+      return this;
+    }
+
+    /** The credentials, for {@code Grpc.newChannelBuilder} or {@code NettyChannelBuilder}. */
+    public ChannelCredentials build() {
+      return NettyNegotiators.altsClientCredentials(
+          new NettyNegotiators.AltsOptions(
+              handshakerAddress, List.copyOf(targetServiceAccounts), handshakeTimeoutMillis));
+    }
   }
 }

@@ -1,6 +1,8 @@
 package io.pinless.grpc;
 
 import io.grpc.ServerCredentials;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
 
 /**
  * Server credentials for grpc-java's Netty transport that install the pinless read path. Use them
@@ -14,5 +16,42 @@ public final class PinlessServerCredentials {
   /** Plaintext HTTP/2 (h2c) with the pinless read path. */
   public static ServerCredentials insecure() {
     return NettyNegotiators.serverCredentials(NettyNegotiators.Security.NONE);
+  }
+
+  /**
+   * ALTS with the pinless read path: the handshake runs asynchronously through a handshaker
+   * service, and calls see {@code PRIVACY_AND_INTEGRITY} and a {@link PinlessAltsContext}.
+   */
+  public static AltsBuilder altsBuilder() {
+    return new AltsBuilder();
+  }
+
+  /** Builds ALTS server credentials. */
+  public static final class AltsBuilder {
+    private String handshakerAddress = AltsDefaults.handshakerAddress();
+    private long handshakeTimeoutMillis = AltsDefaults.HANDSHAKE_TIMEOUT_MILLIS;
+
+    private AltsBuilder() {}
+
+    /**
+     * The handshaker service, {@code host:port}; by default the metadata server's on Google Cloud
+     * ({@code metadata.google.internal.:8080}, or {@code $GCE_METADATA_HOST:8080}).
+     */
+    public AltsBuilder handshakerAddress(String hostAndPort) {
+      this.handshakerAddress = AltsDefaults.checkAddress(hostAndPort);
+      return this;
+    }
+
+    /** How long a handshake may take before the connection fails (default 20 s). */
+    public AltsBuilder handshakeTimeout(long timeout, TimeUnit unit) {
+      this.handshakeTimeoutMillis = AltsDefaults.checkTimeout(timeout, unit);
+      return this;
+    }
+
+    /** The credentials, for {@code Grpc.newServerBuilderForPort} or {@code NettyServerBuilder}. */
+    public ServerCredentials build() {
+      return NettyNegotiators.altsServerCredentials(
+          new NettyNegotiators.AltsOptions(handshakerAddress, List.of(), handshakeTimeoutMillis));
+    }
   }
 }

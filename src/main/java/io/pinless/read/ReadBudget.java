@@ -30,10 +30,13 @@ public final class ReadBudget {
   public static final long DEFAULT_LIMIT_BYTES = 64L << 20;
 
   private final long limitBytes;
-  /** The tracked buffers, each with one reference held by this budget; {@code [0, count)}. */
-  private ByteBuf[] tracked = new ByteBuf[16];
+  /**
+   * The tracked buffers, each with one reference held by this budget; {@code [0, count)}. Starts
+   * small (an idle connection keeps it) and doubles when a sweep cannot make room.
+   */
+  private ByteBuf[] tracked = new ByteBuf[4];
   /** The capacity each tracked buffer had when tracked (what it is counted for). */
-  private int[] capacities = new int[16];
+  private int[] capacities = new int[4];
   private int count;
   /** The capacities of the tracked buffers. */
   private long trackedBytes;

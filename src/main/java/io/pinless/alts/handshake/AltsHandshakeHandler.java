@@ -1,0 +1,388 @@
+package io.pinless.alts.handshake;
+
+import com.google.protobuf.ByteString;
+import io.grpc.CallOptions;
+import io.grpc.ClientCall;
+import io.grpc.ManagedChannel;
+import io.grpc.Status;
+import io.grpc.stub.ClientCalls;
+import io.grpc.stub.StreamObserver;
+import io.netty.buffer.ByteBuf;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.util.concurrent.ScheduledFuture;
+import io.pinless.alts.AltsRecordDecoder;
+import io.pinless.alts.AltsRecordEncoder;
+import io.pinless.alts.AltsRecordProtocol;
+import io.pinless.alts.handshake.proto.HandshakeProtocol;
+import io.pinless.alts.handshake.proto.HandshakerReq;
+import io.pinless.alts.handshake.proto.HandshakerResp;
+import io.pinless.alts.handshake.proto.HandshakerResult;
+import io.pinless.alts.handshake.proto.Identity;
+import io.pinless.alts.handshake.proto.NextHandshakeMessageReq;
+import io.pinless.alts.handshake.proto.RpcProtocolVersions;
+import io.pinless.alts.handshake.proto.ServerHandshakeParameters;
+import io.pinless.alts.handshake.proto.StartClientHandshakeReq;
+import io.pinless.alts.handshake.proto.StartServerHandshakeReq;
+import java.util.Arrays;
+import java.util.List;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * Runs the ALTS handshake of one connection through a handshaker service, without ever blocking
+ * the event loop, then puts {@link AltsRecordEncoder} and {@link AltsRecordDecoder} in its place.
+ *
+ * <p>The client sends {@code client_start} as soon as it is added to an active channel; the
+ * server waits for the client's first bytes. The peer's bytes are given to the handshaker as they
+ * come (one request outstanding at a time; bytes that arrive meanwhile go with the next), the
+ * handshaker's {@code out_frames} are written to the peer, and requests across the process are
+ * bounded by {@link HandshakerCalls}. Responses arrive on gRPC's threads and are handled on the
+ * channel's event loop.
+ *
+ * <p>On success it fires an {@link AltsHandshakeResult} user event, then the bytes that arrived
+ * behind the handshake (the first records) into the record decoder, and removes itself. On any
+ * failure (the handshaker unreachable or refusing, a response that makes no sense, a peer that
+ * stalls past the deadline or closes, a record protocol or frame size not supported) it fires a
+ * {@code StatusRuntimeException} with {@code UNAVAILABLE} and the reason, and closes the channel.
+ *
+ * <p>Memory: the handshake's bytes are small heap copies, released when it ends; it holds no
+ * {@code ByteBuf} between reads.
+ */
+public final class AltsHandshakeHandler extends ChannelInboundHandlerAdapter {
+  /** Handshake messages larger than this from the peer, in all, are refused (64 KiB). */
+  static final int MAX_HANDSHAKE_BYTES = 64 * 1024;
+  /** The largest frame size pinless accepts: ALTS's 1 MiB. */
+  static final int MAX_FRAME_SIZE = 1 << 20;
+  /** The frame size when the handshake names none, as grpc-java: 16 KiB. */
+  static final int DEFAULT_FRAME_SIZE = 16 * 1024;
+  /** What this end asks for, as grpc-java: 128 KiB. */
+  static final int PREFERRED_FRAME_SIZE = 128 * 1024;
+
+  private static final ConcurrentHashMap<String, ManagedChannel> HANDSHAKERS =
+      new ConcurrentHashMap<>();
+  private static final RpcProtocolVersions RPC_VERSIONS =
+      RpcProtocolVersions.newBuilder()
+          .setMaxRpcVersion(version())
+          .setMinRpcVersion(version())
+          .build();
+
+  private final boolean client;
+  private final String handshakerAddress;
+  private final List<String> targetServiceAccounts;
+  private final long timeoutMillis;
+  private ChannelHandlerContext ctx;
+  private ClientCall<HandshakerReq, HandshakerResp> call;
+  private StreamObserver<HandshakerReq> requests;
+  private boolean started;
+  /** A request of this handshake holds a {@link HandshakerCalls} slot. */
+  private boolean slotHeld;
+  /** A request is at the handshaker, awaiting its response. */
+  private boolean awaiting;
+  /** Succeeded or failed: nothing more happens. */
+  private boolean ended;
+  /** The peer's bytes not yet given to the handshaker. */
+  private ByteString unsent = ByteString.EMPTY;
+  /** The peer's bytes in the request awaiting its response. */
+  private ByteString sent = ByteString.EMPTY;
+  private int receivedTotal;
+  private ScheduledFuture<?> deadline;
+
+  /**
+   * Creates the handshake of one connection.
+   *
+   * @param client true on the connecting end
+   * @param handshakerAddress {@code host:port} of the handshaker service
+   * @param targetServiceAccounts (client) the server identities accepted; empty accepts any
+   * @param timeoutMillis how long the whole handshake may take
+   */
+  public AltsHandshakeHandler(
+      boolean client, String handshakerAddress, List<String> targetServiceAccounts,
+      long timeoutMillis) {
+    this.client = client;
+    this.handshakerAddress = handshakerAddress;
+    this.targetServiceAccounts = List.copyOf(targetServiceAccounts);
+    this.timeoutMillis = timeoutMillis;
+  }
+
+  private static RpcProtocolVersions.Version version() {
+    return RpcProtocolVersions.Version.newBuilder()
+        .setMajor(HandshakerProtocol.RPC_MAJOR)
+        .setMinor(HandshakerProtocol.RPC_MINOR)
+        .build();
+  }
+
+  @Override
+  public void handlerAdded(ChannelHandlerContext ctx) {
+    this.ctx = ctx;
+    deadline = ctx.executor().schedule(
+        () -> fail("the ALTS handshake did not finish within " + timeoutMillis + " ms"),
+        timeoutMillis, TimeUnit.MILLISECONDS);
+    if (client && ctx.channel().isActive()) {
+      startClient();
+    }
+  }
+
+  @Override
+  public void channelActive(ChannelHandlerContext ctx) {
+    ctx.fireChannelActive();
+    if (client && !started) {
+      startClient();
+    }
+  }
+
+  /**
+   * Takes the peer's handshake bytes.
+   *
+   * @param msg owned: copied and released here
+   */
+  @Override
+  public void channelRead(ChannelHandlerContext ctx, Object msg) {
+    if (!(msg instanceof ByteBuf)) {
+      ctx.fireChannelRead(msg);
+      return;
+    }
+    ByteBuf in = (ByteBuf) msg;
+    try {
+      if (ended) {
+        return;
+      }
+      receivedTotal += in.readableBytes();
+      if (receivedTotal > MAX_HANDSHAKE_BYTES) {
+        fail("the peer sent over " + MAX_HANDSHAKE_BYTES + " bytes without finishing the handshake");
+        return;
+      }
+      unsent = unsent.concat(ByteString.copyFrom(in.nioBuffer()));
+    } finally {
+      in.release();
+    }
+    if (!client && !started) {
+      startServer();
+    } else if (started && !awaiting) {
+      sendNext();
+    }
+  }
+
+  @Override
+  public void channelInactive(ChannelHandlerContext ctx) {
+    fail("the connection closed during the ALTS handshake");
+    ctx.fireChannelInactive();
+  }
+
+  @Override
+  public void handlerRemoved(ChannelHandlerContext ctx) {
+    end();
+  }
+
+  private void startClient() {
+    started = true;
+    StartClientHandshakeReq.Builder start =
+        StartClientHandshakeReq.newBuilder()
+            .setHandshakeSecurityProtocol(HandshakeProtocol.ALTS)
+            .addApplicationProtocols(HandshakerProtocol.APPLICATION_PROTOCOL)
+            .addRecordProtocols(HandshakerProtocol.RECORD_PROTOCOL_REKEY)
+            .setRpcVersions(RPC_VERSIONS)
+            .setMaxFrameSize(PREFERRED_FRAME_SIZE);
+    for (String account : targetServiceAccounts) {
+      start.addTargetIdentities(Identity.newBuilder().setServiceAccount(account));
+    }
+    send(HandshakerReq.newBuilder().setClientStart(start).build(), ByteString.EMPTY);
+  }
+
+  private void startServer() {
+    started = true;
+    ByteString in = takeUnsent();
+    send(
+        HandshakerReq.newBuilder()
+            .setServerStart(
+                StartServerHandshakeReq.newBuilder()
+                    .addApplicationProtocols(HandshakerProtocol.APPLICATION_PROTOCOL)
+                    .putHandshakeParameters(
+                        HandshakerProtocol.ALTS_PARAMETERS_KEY,
+                        ServerHandshakeParameters.newBuilder()
+                            .addRecordProtocols(HandshakerProtocol.RECORD_PROTOCOL_REKEY)
+                            .build())
+                    .setInBytes(in)
+                    .setRpcVersions(RPC_VERSIONS)
+                    .setMaxFrameSize(PREFERRED_FRAME_SIZE))
+            .build(),
+        in);
+  }
+
+  private void sendNext() {
+    if (unsent.isEmpty()) {
+      return;
+    }
+    ByteString in = takeUnsent();
+    send(
+        HandshakerReq.newBuilder()
+            .setNext(NextHandshakeMessageReq.newBuilder().setInBytes(in))
+            .build(),
+        in);
+  }
+
+  private ByteString takeUnsent() {
+    ByteString in = unsent;
+    unsent = ByteString.EMPTY;
+    return in;
+  }
+
+  /** Sends {@code req} (carrying the peer bytes {@code in}) once a slot is free. */
+  private void send(HandshakerReq req, ByteString in) {
+    awaiting = true;
+    sent = in;
+    if (call == null) {
+      call = handshaker(handshakerAddress)
+          .newCall(HandshakerProtocol.DO_HANDSHAKE,
+              CallOptions.DEFAULT.withDeadlineAfter(timeoutMillis, TimeUnit.MILLISECONDS));
+      requests = ClientCalls.asyncBidiStreamingCall(call, new Responses());
+    }
+    HandshakerCalls.SHARED.submit(
+        () -> ctx.executor().execute(() -> {
+          if (ended) {
+            HandshakerCalls.SHARED.answered();
+          } else {
+            slotHeld = true;
+            requests.onNext(req);
+          }
+        }));
+  }
+
+  private void releaseSlot() {
+    if (slotHeld) {
+      slotHeld = false;
+      HandshakerCalls.SHARED.answered();
+    }
+  }
+
+  /** The handshaker's answers, handed to the event loop. */
+  private final class Responses implements StreamObserver<HandshakerResp> {
+    @Override
+    public void onNext(HandshakerResp resp) {
+      ctx.executor().execute(() -> {
+        releaseSlot();
+        received(resp);
+      });
+    }
+
+    @Override
+    public void onError(Throwable t) {
+      ctx.executor().execute(() -> {
+        releaseSlot();
+        fail("the handshaker service at " + handshakerAddress + " failed: " + Status.fromThrowable(t));
+      });
+    }
+
+    @Override
+    public void onCompleted() {
+      ctx.executor().execute(() -> fail("the handshaker service ended the handshake early"));
+    }
+  }
+
+  private void received(HandshakerResp resp) {
+    awaiting = false;
+    if (ended) {
+      return;
+    }
+    if (!resp.getOutFrames().isEmpty()) {
+      ByteBuf out = ctx.alloc().buffer(resp.getOutFrames().size());
+      out.writeBytes(resp.getOutFrames().asReadOnlyByteBuffer());
+      ctx.writeAndFlush(out);
+    }
+    if (resp.getStatus().getCode() != 0) {
+      fail("the handshaker refused: " + resp.getStatus().getDetails()
+          + " (code " + resp.getStatus().getCode() + ")");
+      return;
+    }
+    int consumed = resp.getBytesConsumed();
+    if (consumed > sent.size()) {
+      fail("the handshaker says it consumed " + consumed + " of " + sent.size() + " bytes");
+      return;
+    }
+    ByteString left = sent.substring(consumed).concat(unsent);
+    sent = ByteString.EMPTY;
+    if (resp.hasResult()) {
+      succeed(resp.getResult(), left);
+    } else {
+      unsent = left;
+      sendNext();
+    }
+  }
+
+  private void succeed(HandshakerResult result, ByteString records) {
+    AltsRecordProtocol protocol;
+    try {
+      protocol = AltsRecordProtocol.valueOf(result.getRecordProtocol());
+    } catch (IllegalArgumentException e) {
+      fail("the handshake chose record protocol '" + result.getRecordProtocol()
+          + "', which pinless does not support");
+      return;
+    }
+    int frameSize = result.getMaxFrameSize() == 0 ? DEFAULT_FRAME_SIZE : result.getMaxFrameSize();
+    if (frameSize < DEFAULT_FRAME_SIZE || frameSize > MAX_FRAME_SIZE) {
+      fail("the handshake chose a frame size of " + frameSize + " bytes, outside ["
+          + DEFAULT_FRAME_SIZE + ", " + MAX_FRAME_SIZE + "]");
+      return;
+    }
+    byte[] key = result.getKeyData().toByteArray();
+    if (key.length < protocol.keyLength()) {
+      fail("the handshake gave " + key.length + " bytes of key data; " + protocol + " needs "
+          + protocol.keyLength());
+      return;
+    }
+    end();
+    try {
+      ctx.pipeline().addAfter(ctx.name(), "pinless-alts-decoder",
+          new AltsRecordDecoder(protocol, key, client, frameSize));
+      ctx.pipeline().addAfter(ctx.name(), "pinless-alts-encoder",
+          new AltsRecordEncoder(protocol, key, client, frameSize));
+    } finally {
+      Arrays.fill(key, (byte) 0);
+    }
+    ctx.fireUserEventTriggered(new AltsHandshakeResult(result, frameSize));
+    if (!records.isEmpty()) {
+      ByteBuf first = ctx.alloc().directBuffer(records.size());
+      first.writeBytes(records.asReadOnlyByteBuffer());
+      ctx.fireChannelRead(first);
+      ctx.fireChannelReadComplete();
+    }
+    ctx.pipeline().remove(this);
+  }
+
+  private void fail(String reason) {
+    if (ended) {
+      return;
+    }
+    end();
+    ctx.fireExceptionCaught(Status.UNAVAILABLE.withDescription(reason).asRuntimeException());
+    ctx.close();
+  }
+
+  /** Ends the handshake: no more timer, no more handshaker call, no bytes held. */
+  private void end() {
+    if (ended) {
+      return;
+    }
+    ended = true;
+    releaseSlot();
+    unsent = ByteString.EMPTY;
+    sent = ByteString.EMPTY;
+    if (deadline != null) {
+      deadline.cancel(false);
+    }
+    if (call != null) {
+      if (awaiting) {
+        call.cancel("the ALTS handshake ended", null);
+      } else {
+        requests.onCompleted();
+      }
+    }
+  }
+
+  /** One channel per handshaker address, for the life of the process, as grpc-alts keeps. */
+  private static ManagedChannel handshaker(String address) {
+    return HANDSHAKERS.computeIfAbsent(address,
+        a -> io.grpc.netty.NettyChannelBuilder.forTarget(a, io.grpc.InsecureChannelCredentials.create())
+            .build());
+  }
+}

@@ -1,0 +1,67 @@
+package io.pinless.alts.handshake;
+
+import io.pinless.alts.handshake.proto.HandshakerResult;
+import io.pinless.alts.handshake.proto.Identity;
+
+/**
+ * The user event {@link AltsHandshakeHandler} fires when a handshake succeeds: who the peer is
+ * and what was negotiated. It carries no key material.
+ */
+public final class AltsHandshakeResult {
+  private final String peerServiceAccount;
+  private final String localServiceAccount;
+  private final String recordProtocol;
+  private final int maxFrameSize;
+  private final int peerRpcMajor;
+  private final int peerRpcMinor;
+
+  AltsHandshakeResult(HandshakerResult result, int maxFrameSize) {
+    this.peerServiceAccount = name(result.getPeerIdentity());
+    this.localServiceAccount = name(result.getLocalIdentity());
+    this.recordProtocol = result.getRecordProtocol();
+    this.maxFrameSize = maxFrameSize;
+    this.peerRpcMajor = result.getPeerRpcVersions().getMaxRpcVersion().getMajor();
+    this.peerRpcMinor = result.getPeerRpcVersions().getMaxRpcVersion().getMinor();
+  }
+
+  private static String name(Identity identity) {
+    return identity.hasServiceAccount() ? identity.getServiceAccount() : identity.getHostname();
+  }
+
+  /** The peer's service account (or host name), as the handshaker authenticated it. */
+  public String peerServiceAccount() {
+    return peerServiceAccount;
+  }
+
+  /** This end's service account (or host name) in the handshake. */
+  public String localServiceAccount() {
+    return localServiceAccount;
+  }
+
+  /** The record protocol in use, such as {@code ALTSRP_GCM_AES128_REKEY}. */
+  public String recordProtocol() {
+    return recordProtocol;
+  }
+
+  /** The largest record frame either end sends, in bytes. */
+  public int maxFrameSize() {
+    return maxFrameSize;
+  }
+
+  /** The highest RPC protocol version the peer supports, major part. */
+  public int peerRpcMajor() {
+    return peerRpcMajor;
+  }
+
+  /** The highest RPC protocol version the peer supports, minor part. */
+  public int peerRpcMinor() {
+    return peerRpcMinor;
+  }
+
+  @Override
+  public String toString() {
+    return "ALTS peer " + peerServiceAccount + " (local " + localServiceAccount + "), "
+        + recordProtocol + ", frames up to " + maxFrameSize + " bytes, peer RPC "
+        + peerRpcMajor + "." + peerRpcMinor;
+  }
+}

@@ -1,0 +1,239 @@
+package io.pinless.grpc;
+
+import static io.pinless.grpc.TestService.message;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.grpc.CallOptions;
+import io.grpc.ChannelCredentials;
+import io.grpc.Grpc;
+import io.grpc.InsecureServerCredentials;
+import io.grpc.ManagedChannel;
+import io.grpc.Metadata;
+import io.grpc.Server;
+import io.grpc.ServerCall;
+import io.grpc.ServerCallHandler;
+import io.grpc.ServerCredentials;
+import io.grpc.ServerInterceptor;
+import io.grpc.ServerInterceptors;
+import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
+import io.grpc.alts.AltsChannelCredentials;
+import io.grpc.alts.AltsContextUtil;
+import io.grpc.alts.AltsServerCredentials;
+import io.grpc.netty.NettyChannelBuilder;
+import io.grpc.netty.NettyServerBuilder;
+import io.grpc.stub.ClientCalls;
+import io.pinless.alts.handshake.LocalHandshakerService;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.util.Iterator;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * pinless's ALTS credentials over loopback with local handshakers: pinless to pinless, a stock
+ * grpc-alts client to a pinless server, a pinless client to a stock server, and the failures.
+ */
+class AltsIntegrationTest {
+  private Server clientHandshaker;
+  private Server serverHandshaker;
+  private final ConcurrentLinkedQueue<String> peersSeen = new ConcurrentLinkedQueue<>();
+
+  @BeforeEach
+  void startHandshakers() throws Exception {
+    clientHandshaker = handshaker("client-sa");
+    serverHandshaker = handshaker("server-sa");
+  }
+
+  @AfterEach
+  void stopHandshakers() throws Exception {
+    for (Server s : new Server[] {clientHandshaker, serverHandshaker}) {
+      s.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+    }
+  }
+
+  private static Server handshaker(String account) throws Exception {
+    return NettyServerBuilder.forAddress(
+            new InetSocketAddress(InetAddress.getLoopbackAddress(), 0),
+            InsecureServerCredentials.create())
+        .addService(new LocalHandshakerService(account))
+        .build()
+        .start();
+  }
+
+  private static String address(Server s) {
+    return "127.0.0.1:" + ((InetSocketAddress) s.getListenSockets().get(0)).getPort();
+  }
+
+  /** Records the peer each call's connection authenticated, by pinless's or grpc-alts's API. */
+  private final ServerInterceptor recordPeer =
+      new ServerInterceptor() {
+        @Override
+        public <Q, R> ServerCall.Listener<Q> interceptCall(
+            ServerCall<Q, R> call, Metadata headers, ServerCallHandler<Q, R> next) {
+          PinlessAltsContext pinless = PinlessAltsContext.from(call);
+          if (pinless != null) {
+            peersSeen.add("pinless:" + pinless.peerServiceAccount() + ":" + pinless.recordProtocol());
+          } else if (AltsContextUtil.check(call)) {
+            peersSeen.add("stock:" + AltsContextUtil.createFrom(call).getPeerServiceAccount());
+          }
+          return next.startCall(call, headers);
+        }
+      };
+
+  private Server server(ServerCredentials creds) throws Exception {
+    return Grpc.newServerBuilderForPort(0, creds)
+        .addService(ServerInterceptors.intercept(TestService.definition(), recordPeer))
+        .maxInboundMessageSize(Loopback.MAX_MESSAGE)
+        .build()
+        .start();
+  }
+
+  private ServerCredentials pinlessServerCreds() {
+    return PinlessServerCredentials.altsBuilder().handshakerAddress(address(serverHandshaker)).build();
+  }
+
+  private ChannelCredentials pinlessChannelCreds(String... accepted) {
+    PinlessChannelCredentials.AltsBuilder b =
+        PinlessChannelCredentials.altsBuilder().handshakerAddress(address(clientHandshaker));
+    for (String account : accepted) {
+      b.addTargetServiceAccount(account);
+    }
+    return b.build();
+  }
+
+  private static ManagedChannel channel(Server server, ChannelCredentials creds) {
+    return Grpc.newChannelBuilder("127.0.0.1:" + server.getPort(), creds)
+        .maxInboundMessageSize(Loopback.MAX_MESSAGE)
+        .build();
+  }
+
+  private static void close(ManagedChannel channel, Server server) throws InterruptedException {
+    channel.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+    server.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+  }
+
+  private static void unaryAtSizes(ManagedChannel channel, int... sizes) {
+    for (int size : sizes) {
+      byte[] req = message(size, size);
+      assertArrayEquals(req,
+          ClientCalls.blockingUnaryCall(channel, TestService.UNARY, CallOptions.DEFAULT, req),
+          "size " + size);
+    }
+  }
+
+  @Test
+  void pinlessToPinless() throws Exception {
+    Server server = server(pinlessServerCreds());
+    ManagedChannel channel = channel(server, pinlessChannelCreds("server-sa"));
+    try {
+      unaryAtSizes(channel, 0, 1, 16383, 16384, 16385, 1 << 20, 16 << 20);
+      Iterator<byte[]> it =
+          ClientCalls.blockingServerStreamingCall(
+              channel, TestService.SERVER_STREAM, CallOptions.DEFAULT,
+              TestService.streamRequest(20, 1 << 20));
+      int n = 0;
+      while (it.hasNext()) {
+        assertArrayEquals(message(1 << 20, n), it.next());
+        n++;
+      }
+      assertEquals(20, n);
+    } finally {
+      close(channel, server);
+    }
+    assertEquals("pinless:client-sa:ALTSRP_GCM_AES128_REKEY", peersSeen.peek());
+  }
+
+  @Test
+  void stockClientToPinlessServer() throws Exception {
+    Server server = server(pinlessServerCreds());
+    ManagedChannel channel =
+        channel(server,
+            AltsChannelCredentials.newBuilder()
+                .enableUntrustedAltsForTesting()
+                .setHandshakerAddressForTesting(address(clientHandshaker))
+                .addTargetServiceAccount("server-sa")
+                .build());
+    try {
+      unaryAtSizes(channel, 0, 1, 16384, 1 << 20, 16 << 20);
+    } finally {
+      close(channel, server);
+    }
+    assertEquals("pinless:client-sa:ALTSRP_GCM_AES128_REKEY", peersSeen.peek());
+  }
+
+  @Test
+  void pinlessClientToStockServer() throws Exception {
+    Server server =
+        server(AltsServerCredentials.newBuilder()
+            .enableUntrustedAltsForTesting()
+            .setHandshakerAddressForTesting(address(serverHandshaker))
+            .build());
+    ManagedChannel channel = channel(server, pinlessChannelCreds("server-sa"));
+    try {
+      unaryAtSizes(channel, 0, 1, 16384, 1 << 20, 16 << 20);
+    } finally {
+      close(channel, server);
+    }
+    assertEquals("stock:client-sa", peersSeen.peek());
+  }
+
+  @Test
+  void aServerTheClientDoesNotAcceptIsUnavailableWithTheReason() throws Exception {
+    Server server = server(pinlessServerCreds());
+    ManagedChannel channel = channel(server, pinlessChannelCreds("someone-else"));
+    try {
+      StatusRuntimeException e = callFails(channel);
+      assertEquals(Status.Code.UNAVAILABLE, e.getStatus().getCode(), e.getStatus().toString());
+      assertTrue(e.getStatus().getDescription().contains("not one of the accepted"),
+          e.getStatus().toString());
+    } finally {
+      close(channel, server);
+    }
+    assertTrue(peersSeen.isEmpty());
+  }
+
+  @Test
+  void anUnreachableHandshakerIsUnavailableWithTheReason() throws Exception {
+    int closedPort;
+    try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      closedPort = s.getLocalPort();
+    }
+    Server server = server(pinlessServerCreds());
+    ManagedChannel channel =
+        channel(server,
+            PinlessChannelCredentials.altsBuilder().handshakerAddress("127.0.0.1:" + closedPort).build());
+    try {
+      StatusRuntimeException e = callFails(channel);
+      assertEquals(Status.Code.UNAVAILABLE, e.getStatus().getCode(), e.getStatus().toString());
+      assertTrue(e.getStatus().getDescription().contains("handshaker service at"),
+          e.getStatus().toString());
+    } finally {
+      close(channel, server);
+    }
+  }
+
+  private static StatusRuntimeException callFails(ManagedChannel channel) {
+    try {
+      ClientCalls.blockingUnaryCall(
+          channel, TestService.UNARY, CallOptions.DEFAULT.withDeadlineAfter(30, TimeUnit.SECONDS),
+          message(10, 1));
+    } catch (StatusRuntimeException e) {
+      return e;
+    }
+    throw new AssertionError("the call must fail");
+  }
+
+  @Test
+  void theContextIsNullOffAlts() {
+    assertEquals(null, PinlessAltsContext.from(io.grpc.Attributes.EMPTY));
+    assertNotNull(PinlessChannelCredentials.altsBuilder().build());
+  }
+}
