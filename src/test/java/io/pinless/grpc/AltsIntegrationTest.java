@@ -6,6 +6,8 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.google.protobuf.ByteString;
+import io.grpc.CallCredentials;
 import io.grpc.CallOptions;
 import io.grpc.ChannelCredentials;
 import io.grpc.Grpc;
@@ -15,7 +17,9 @@ import io.grpc.Metadata;
 import io.grpc.Server;
 import io.grpc.ServerCall;
 import io.grpc.ServerCallHandler;
+import io.grpc.SecurityLevel;
 import io.grpc.ServerCredentials;
+import io.grpc.ServerServiceDefinition;
 import io.grpc.ServerInterceptor;
 import io.grpc.ServerInterceptors;
 import io.grpc.Status;
@@ -26,12 +30,24 @@ import io.grpc.alts.AltsServerCredentials;
 import io.grpc.netty.NettyChannelBuilder;
 import io.grpc.netty.NettyServerBuilder;
 import io.grpc.stub.ClientCalls;
+import io.grpc.stub.ServerCalls;
+import io.grpc.stub.StreamObserver;
+import io.pinless.alts.handshake.HandshakerProtocol;
+import io.pinless.alts.handshake.proto.HandshakerReq;
+import io.pinless.alts.handshake.proto.HandshakerResp;
+import io.pinless.alts.handshake.proto.HandshakerResult;
+import io.pinless.alts.handshake.proto.HandshakerStatus;
 import io.pinless.alts.handshake.LocalHandshakerService;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
+import java.net.Socket;
 import java.util.Iterator;
+import java.util.List;
+import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.Executor;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -229,6 +245,194 @@ class AltsIntegrationTest {
       return e;
     }
     throw new AssertionError("the call must fail");
+  }
+
+  /** Sends an OAuth-like token, but only over a connection with privacy and integrity. */
+  private static final CallCredentials DEMANDS_PRIVACY =
+      new CallCredentials() {
+        @Override
+        public void applyRequestMetadata(
+            RequestInfo info, Executor appExecutor, MetadataApplier applier) {
+          if (info.getSecurityLevel() != SecurityLevel.PRIVACY_AND_INTEGRITY) {
+            applier.fail(Status.UNAUTHENTICATED.withDescription(
+                "refusing to send a token over " + info.getSecurityLevel()));
+            return;
+          }
+          Metadata headers = new Metadata();
+          headers.put(AUTHORIZATION, "Bearer secret");
+          applier.apply(headers);
+        }
+      };
+  private static final Metadata.Key<String> AUTHORIZATION =
+      Metadata.Key.of("authorization", Metadata.ASCII_STRING_MARSHALLER);
+
+  @Test
+  void callCredentialsThatDemandPrivacyAreSentOverAltsAndNotOverPlaintext() throws Exception {
+    ConcurrentLinkedQueue<String> tokens = new ConcurrentLinkedQueue<>();
+    ServerInterceptor recordToken =
+        new ServerInterceptor() {
+          @Override
+          public <Q, R> ServerCall.Listener<Q> interceptCall(
+              ServerCall<Q, R> call, Metadata headers, ServerCallHandler<Q, R> next) {
+            tokens.add(String.valueOf(headers.get(AUTHORIZATION)));
+            return next.startCall(call, headers);
+          }
+        };
+    Server server =
+        Grpc.newServerBuilderForPort(0, pinlessServerCreds())
+            .addService(ServerInterceptors.intercept(TestService.definition(), recordToken))
+            .build()
+            .start();
+    ManagedChannel channel = channel(server, pinlessChannelCreds());
+    try {
+      assertArrayEquals(message(7, 7),
+          ClientCalls.blockingUnaryCall(channel, TestService.UNARY,
+              CallOptions.DEFAULT.withCallCredentials(DEMANDS_PRIVACY), message(7, 7)));
+      assertEquals(List.of("Bearer secret"), List.copyOf(tokens));
+    } finally {
+      close(channel, server);
+    }
+    try (Loopback plain =
+        new Loopback(Loopback.Transport.NIO, PinlessServerCredentials.insecure(),
+            PinlessChannelCredentials.insecure())) {
+      StatusRuntimeException e = null;
+      try {
+        ClientCalls.blockingUnaryCall(plain.channel, TestService.UNARY,
+            CallOptions.DEFAULT.withCallCredentials(DEMANDS_PRIVACY), message(7, 7));
+      } catch (StatusRuntimeException thrown) {
+        e = thrown;
+      }
+      assertNotNull(e, "the plaintext control must refuse");
+      assertEquals(Status.Code.UNAUTHENTICATED, e.getStatus().getCode());
+    }
+  }
+
+  @Test
+  void aPingPongOfSeventyThousandMessagesCrossesTheKeyChangeBothWays() throws Exception {
+    Server server =
+        server(AltsServerCredentials.newBuilder()
+            .enableUntrustedAltsForTesting()
+            .setHandshakerAddressForTesting(address(serverHandshaker))
+            .build());
+    ManagedChannel channel = channel(server, pinlessChannelCreds());
+    try {
+      BlockingQueue<Object> echoes = new LinkedBlockingQueue<>();
+      StreamObserver<byte[]> requests =
+          ClientCalls.asyncBidiStreamingCall(
+              channel.newCall(TestService.BIDI, CallOptions.DEFAULT),
+              new StreamObserver<>() {
+                @Override
+                public void onNext(byte[] value) {
+                  echoes.add(value);
+                }
+
+                @Override
+                public void onError(Throwable t) {
+                  echoes.add(t);
+                }
+
+                @Override
+                public void onCompleted() {}
+              });
+      // One message each way per round trip, each flushed alone: at least one record each.
+      int rounds = 70_000;
+      for (int i = 0; i < rounds; i++) {
+        byte[] ping = java.nio.ByteBuffer.allocate(4).putInt(i).array();
+        requests.onNext(ping);
+        Object pong = echoes.poll(30, TimeUnit.SECONDS);
+        assertTrue(pong instanceof byte[], "round " + i + ": " + pong);
+        assertArrayEquals(ping, (byte[]) pong, "round " + i);
+      }
+      requests.onCompleted();
+    } finally {
+      close(channel, server);
+    }
+  }
+
+  @Test
+  void aPeerThatStallsMidHandshakeIsCutOffAtTheDeadline() throws Exception {
+    Server server =
+        server(PinlessServerCredentials.altsBuilder()
+            .handshakerAddress(address(serverHandshaker))
+            .handshakeTimeout(300, TimeUnit.MILLISECONDS)
+            .build());
+    try (Socket peer = new Socket(InetAddress.getLoopbackAddress(), server.getPort())) {
+      peer.setSoTimeout(20_000);
+      peer.getOutputStream().write(new byte[] {0, 0, 1}); // a hello that never finishes
+      peer.getOutputStream().flush();
+      assertEquals(-1, peer.getInputStream().read(), "the server closes the connection");
+    } finally {
+      server.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+    }
+  }
+
+  /** A handshaker that answers every request with {@code answer}. */
+  private static Server fakeHandshaker(HandshakerResp answer) throws Exception {
+    ServerServiceDefinition service =
+        ServerServiceDefinition.builder(HandshakerProtocol.SERVICE_NAME)
+            .addMethod(HandshakerProtocol.DO_HANDSHAKE,
+                ServerCalls.asyncBidiStreamingCall(out -> new StreamObserver<HandshakerReq>() {
+                  @Override
+                  public void onNext(HandshakerReq value) {
+                    out.onNext(answer);
+                  }
+
+                  @Override
+                  public void onError(Throwable t) {}
+
+                  @Override
+                  public void onCompleted() {
+                    out.onCompleted();
+                  }
+                }))
+            .build();
+    return NettyServerBuilder.forAddress(
+            new InetSocketAddress(InetAddress.getLoopbackAddress(), 0),
+            InsecureServerCredentials.create())
+        .addService(service)
+        .build()
+        .start();
+  }
+
+  private static HandshakerResult.Builder goodResult() {
+    return HandshakerResult.newBuilder()
+        .setApplicationProtocol("grpc")
+        .setRecordProtocol(HandshakerProtocol.RECORD_PROTOCOL_REKEY)
+        .setKeyData(ByteString.copyFrom(new byte[44]))
+        .setMaxFrameSize(16384);
+  }
+
+  @Test
+  void aHandshakerThatAnswersNonsenseIsUnavailableWithTheReason() throws Exception {
+    Object[][] cases = {
+      {HandshakerResp.newBuilder().setResult(goodResult().setRecordProtocol("ALTSRP_BOGUS")),
+          "record protocol 'ALTSRP_BOGUS'"},
+      {HandshakerResp.newBuilder().setResult(goodResult().setMaxFrameSize(100)),
+          "frame size of 100 bytes"},
+      {HandshakerResp.newBuilder().setResult(goodResult().setKeyData(ByteString.copyFrom(new byte[10]))),
+          "10 bytes of key data"},
+      {HandshakerResp.newBuilder().setBytesConsumed(5), "consumed 5 of 0 bytes"},
+      {HandshakerResp.newBuilder().setStatus(HandshakerStatus.newBuilder().setCode(7).setDetails("no")),
+          "the handshaker refused: no"},
+    };
+    Server server = server(pinlessServerCreds());
+    try {
+      for (Object[] c : cases) {
+        Server fake = fakeHandshaker(((HandshakerResp.Builder) c[0]).build());
+        ManagedChannel channel =
+            channel(server, PinlessChannelCredentials.altsBuilder().handshakerAddress(address(fake)).build());
+        try {
+          StatusRuntimeException e = callFails(channel);
+          assertEquals(Status.Code.UNAVAILABLE, e.getStatus().getCode(), e.getStatus().toString());
+          assertTrue(e.getStatus().getDescription().contains((String) c[1]), e.getStatus().toString());
+        } finally {
+          channel.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+          fake.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+        }
+      }
+    } finally {
+      server.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+    }
   }
 
   @Test
