@@ -37,7 +37,7 @@ import io.pinless.alts.handshake.proto.HandshakerReq;
 import io.pinless.alts.handshake.proto.HandshakerResp;
 import io.pinless.alts.handshake.proto.HandshakerResult;
 import io.pinless.alts.handshake.proto.HandshakerStatus;
-import io.pinless.alts.handshake.LocalHandshakerService;
+import io.pinless.testing.Handshakers;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
@@ -64,28 +64,17 @@ class AltsIntegrationTest {
 
   @BeforeEach
   void startHandshakers() throws Exception {
-    clientHandshaker = handshaker("client-sa");
-    serverHandshaker = handshaker("server-sa");
+    clientHandshaker = Handshakers.start("client-sa");
+    serverHandshaker = Handshakers.start("server-sa");
   }
 
   @AfterEach
   void stopHandshakers() throws Exception {
-    for (Server s : new Server[] {clientHandshaker, serverHandshaker}) {
-      s.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
-    }
-  }
-
-  private static Server handshaker(String account) throws Exception {
-    return NettyServerBuilder.forAddress(
-            new InetSocketAddress(InetAddress.getLoopbackAddress(), 0),
-            InsecureServerCredentials.create())
-        .addService(new LocalHandshakerService(account))
-        .build()
-        .start();
+    Handshakers.stop(clientHandshaker, serverHandshaker);
   }
 
   private static String address(Server s) {
-    return "127.0.0.1:" + ((InetSocketAddress) s.getListenSockets().get(0)).getPort();
+    return Handshakers.address(s);
   }
 
   /** Records the peer each call's connection authenticated, by pinless's or grpc-alts's API. */
@@ -431,6 +420,51 @@ class AltsIntegrationTest {
         }
       }
     } finally {
+      server.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+    }
+  }
+
+  @Test
+  void aStormOfHandshakesInAProcessThatIsBothEndsAllConnect() throws Exception {
+    // grpc-alts holds one of 32 permits per handshake for its whole length, so a process that is
+    // both client and server stalls once more than 32 overlap; pinless bounds only requests.
+    Server server = server(pinlessServerCreds());
+    List<ManagedChannel> channels = new java.util.ArrayList<>();
+    try {
+      List<java.util.concurrent.CompletableFuture<byte[]>> calls = new java.util.ArrayList<>();
+      for (int i = 0; i < 256; i++) {
+        ManagedChannel channel = channel(server, pinlessChannelCreds("server-sa"));
+        channels.add(channel);
+        java.util.concurrent.CompletableFuture<byte[]> done = new java.util.concurrent.CompletableFuture<>();
+        ClientCalls.asyncUnaryCall(
+            channel.newCall(TestService.UNARY, CallOptions.DEFAULT), message(100, i),
+            new StreamObserver<>() {
+              @Override
+              public void onNext(byte[] value) {
+                done.complete(value);
+              }
+
+              @Override
+              public void onError(Throwable t) {
+                done.completeExceptionally(t);
+              }
+
+              @Override
+              public void onCompleted() {}
+            });
+        calls.add(done);
+      }
+      for (int i = 0; i < calls.size(); i++) {
+        assertArrayEquals(message(100, i), calls.get(i).get(60, TimeUnit.SECONDS), "call " + i);
+      }
+      assertEquals(256, peersSeen.size(), "every connection authenticated its peer");
+    } finally {
+      for (ManagedChannel channel : channels) {
+        channel.shutdownNow();
+      }
+      for (ManagedChannel channel : channels) {
+        channel.awaitTermination(10, TimeUnit.SECONDS);
+      }
       server.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
     }
   }

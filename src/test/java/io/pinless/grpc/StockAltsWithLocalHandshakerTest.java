@@ -8,7 +8,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.grpc.CallOptions;
 import io.grpc.ChannelCredentials;
 import io.grpc.Grpc;
-import io.grpc.InsecureServerCredentials;
 import io.grpc.ManagedChannel;
 import io.grpc.Metadata;
 import io.grpc.Server;
@@ -21,11 +20,8 @@ import io.grpc.alts.AltsChannelCredentials;
 import io.grpc.alts.AltsContext;
 import io.grpc.alts.AltsContextUtil;
 import io.grpc.alts.AltsServerCredentials;
-import io.grpc.netty.NettyServerBuilder;
 import io.grpc.stub.ClientCalls;
-import io.pinless.alts.handshake.LocalHandshakerService;
-import java.net.InetAddress;
-import java.net.InetSocketAddress;
+import io.pinless.testing.Handshakers;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
@@ -45,8 +41,8 @@ class StockAltsWithLocalHandshakerTest {
 
   @BeforeEach
   void start() throws Exception {
-    clientHandshaker = handshaker("client-sa");
-    serverHandshaker = handshaker("server-sa");
+    clientHandshaker = Handshakers.start("client-sa");
+    serverHandshaker = Handshakers.start("server-sa");
     ServerInterceptor recordAlts =
         new ServerInterceptor() {
           @Override
@@ -72,22 +68,11 @@ class StockAltsWithLocalHandshakerTest {
 
   @AfterEach
   void stop() throws Exception {
-    for (Server s : new Server[] {server, clientHandshaker, serverHandshaker}) {
-      s.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
-    }
-  }
-
-  private static Server handshaker(String account) throws Exception {
-    return NettyServerBuilder.forAddress(
-            new InetSocketAddress(InetAddress.getLoopbackAddress(), 0),
-            InsecureServerCredentials.create())
-        .addService(new LocalHandshakerService(account))
-        .build()
-        .start();
+    Handshakers.stop(server, clientHandshaker, serverHandshaker);
   }
 
   private static String address(Server s) {
-    return "127.0.0.1:" + ((InetSocketAddress) s.getListenSockets().get(0)).getPort();
+    return Handshakers.address(s);
   }
 
   private ManagedChannel channel(String... acceptedServers) {

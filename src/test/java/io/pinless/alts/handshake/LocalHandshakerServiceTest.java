@@ -9,12 +9,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.google.protobuf.ByteString;
 import io.grpc.CallOptions;
 import io.grpc.InsecureChannelCredentials;
-import io.grpc.InsecureServerCredentials;
 import io.grpc.ManagedChannel;
 import io.grpc.Server;
 import io.grpc.Status;
 import io.grpc.netty.NettyChannelBuilder;
-import io.grpc.netty.NettyServerBuilder;
 import io.grpc.stub.ClientCalls;
 import io.grpc.stub.StreamObserver;
 import io.pinless.alts.handshake.proto.HandshakeProtocol;
@@ -26,8 +24,7 @@ import io.pinless.alts.handshake.proto.RpcProtocolVersions;
 import io.pinless.alts.handshake.proto.ServerHandshakeParameters;
 import io.pinless.alts.handshake.proto.StartClientHandshakeReq;
 import io.pinless.alts.handshake.proto.StartServerHandshakeReq;
-import java.net.InetAddress;
-import java.net.InetSocketAddress;
+import io.pinless.testing.Handshakers;
 import java.util.HexFormat;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.LinkedBlockingQueue;
@@ -55,8 +52,8 @@ class LocalHandshakerServiceTest {
 
   @BeforeAll
   static void start() throws Exception {
-    clientSide = serve(new LocalHandshakerService("client-sa"));
-    serverSide = serve(new LocalHandshakerService("server-sa"));
+    clientSide = Handshakers.start("client-sa");
+    serverSide = Handshakers.start("server-sa");
     toClientSide = channel(clientSide);
     toServerSide = channel(serverSide);
   }
@@ -66,18 +63,7 @@ class LocalHandshakerServiceTest {
     for (ManagedChannel c : new ManagedChannel[] {toClientSide, toServerSide}) {
       c.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
     }
-    for (Server s : new Server[] {clientSide, serverSide}) {
-      s.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
-    }
-  }
-
-  private static Server serve(LocalHandshakerService service) throws Exception {
-    return NettyServerBuilder.forAddress(
-            new InetSocketAddress(InetAddress.getLoopbackAddress(), 0),
-            InsecureServerCredentials.create())
-        .addService(service)
-        .build()
-        .start();
+    Handshakers.stop(clientSide, serverSide);
   }
 
   private static ManagedChannel channel(Server server) {
