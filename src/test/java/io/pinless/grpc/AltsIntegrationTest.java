@@ -37,6 +37,7 @@ import io.pinless.alts.handshake.proto.HandshakerReq;
 import io.pinless.alts.handshake.proto.HandshakerResp;
 import io.pinless.alts.handshake.proto.HandshakerResult;
 import io.pinless.alts.handshake.proto.HandshakerStatus;
+import io.pinless.http2.Http2FrameSlicer;
 import io.pinless.testing.Handshakers;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
@@ -140,6 +141,8 @@ class AltsIntegrationTest {
     ManagedChannel channel = channel(server, pinlessChannelCreds("server-sa"));
     try {
       unaryAtSizes(channel, 0, 1, 16383, 16384, 16385, 1 << 20, 16 << 20);
+      long slicedBefore = Http2FrameSlicer.totalSlicedDataBytes();
+      long copiedBefore = Http2FrameSlicer.totalCopiedDataBytes();
       Iterator<byte[]> it =
           ClientCalls.blockingServerStreamingCall(
               channel, TestService.SERVER_STREAM, CallOptions.DEFAULT,
@@ -150,6 +153,12 @@ class AltsIntegrationTest {
         n++;
       }
       assertEquals(20, n);
+      long sliced = Http2FrameSlicer.totalSlicedDataBytes() - slicedBefore;
+      long copied = Http2FrameSlicer.totalCopiedDataBytes() - copiedBefore;
+      // Records of 48 KiB decode into buffers that 16 KiB DATA frames may be sliced from.
+      assertTrue(sliced + copied >= 20L << 20, "every DATA byte went through the slicer");
+      assertTrue(copied * 10 < sliced + copied,
+          "copied " + copied + " of " + (sliced + copied) + " DATA bytes");
     } finally {
       close(channel, server);
     }

@@ -1,0 +1,186 @@
+package io.pinless.grpc;
+
+import io.grpc.CallOptions;
+import io.grpc.ChannelCredentials;
+import io.grpc.Grpc;
+import io.grpc.InsecureChannelCredentials;
+import io.grpc.InsecureServerCredentials;
+import io.grpc.ManagedChannel;
+import io.grpc.Server;
+import io.grpc.ServerCredentials;
+import io.grpc.alts.AltsChannelCredentials;
+import io.grpc.alts.AltsServerCredentials;
+import io.grpc.netty.NettyServerBuilder;
+import io.grpc.stub.ClientCalls;
+import io.grpc.stub.StreamObserver;
+import io.pinless.alts.handshake.LocalHandshakerService;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.openjdk.jmh.annotations.AuxCounters;
+import org.openjdk.jmh.annotations.Benchmark;
+import org.openjdk.jmh.annotations.BenchmarkMode;
+import org.openjdk.jmh.annotations.Fork;
+import org.openjdk.jmh.annotations.Level;
+import org.openjdk.jmh.annotations.Measurement;
+import org.openjdk.jmh.annotations.Mode;
+import org.openjdk.jmh.annotations.OutputTimeUnit;
+import org.openjdk.jmh.annotations.Param;
+import org.openjdk.jmh.annotations.Scope;
+import org.openjdk.jmh.annotations.Setup;
+import org.openjdk.jmh.annotations.State;
+import org.openjdk.jmh.annotations.TearDown;
+import org.openjdk.jmh.annotations.Warmup;
+
+/**
+ * Streaming download over ALTS: pinless's ALTS credentials against grpc-alts (the stock ALTS)
+ * and stock plaintext grpc-netty, in one run, each as a user would set it up
+ * ({@code Grpc.newServerBuilderForPort} and {@code Grpc.newChannelBuilder} with the credentials
+ * and grpc's default event loops).
+ *
+ * <pre>
+ *   mvn -Pjmh -DskipTests package &amp;&amp; java -jar target/benchmarks.jar AltsDownloadBenchmark -prof gc
+ * </pre>
+ *
+ * <p>One operation downloads 16 MiB in a server-streaming call (see {@link ReadPathBenchmark}).
+ * Both ALTS variants handshake through in-process {@link LocalHandshakerService}s, then run
+ * ALTSRP_GCM_AES128_REKEY records of up to 128 KiB.
+ */
+@BenchmarkMode(Mode.Throughput)
+@OutputTimeUnit(TimeUnit.SECONDS)
+@Fork(
+    value = 1,
+    jvmArgsAppend = {
+      "-Xms1g", "-Xmx1g", "-Dio.netty.leakDetection.level=disabled",
+      "-Dio.grpc.netty.shaded.io.netty.leakDetection.level=disabled"
+    })
+@Warmup(iterations = 4, time = 3)
+@Measurement(iterations = 6, time = 3)
+@State(Scope.Benchmark)
+public class AltsDownloadBenchmark {
+  static final int BYTES_PER_CALL = ReadPathBenchmark.BYTES_PER_CALL;
+
+  /** {@code pinless-alts}, {@code stock-alts} (grpc-alts) or {@code stock-plaintext}. */
+  @Param({"pinless-alts", "stock-alts", "stock-plaintext"})
+  public String variant;
+
+  @Param({"1048576", "1024"})
+  public int messageBytes;
+
+  private Server clientHandshaker;
+  private Server serverHandshaker;
+  private Server server;
+  private ManagedChannel channel;
+  private byte[] request;
+
+  /** Payload bytes downloaded, reported per second. */
+  @State(Scope.Thread)
+  @AuxCounters(AuxCounters.Type.OPERATIONS)
+  public static class Bytes {
+    /** Payload bytes downloaded in this iteration. */
+    public long payloadBytes;
+
+    @Setup(Level.Iteration)
+    public void reset() {
+      payloadBytes = 0;
+    }
+  }
+
+  @Setup(Level.Trial)
+  public void setUp() throws Exception {
+    clientHandshaker = handshaker("client-sa");
+    serverHandshaker = handshaker("server-sa");
+    ServerCredentials serverCreds;
+    ChannelCredentials channelCreds;
+    switch (variant) {
+      case "pinless-alts":
+        serverCreds = PinlessServerCredentials.altsBuilder()
+            .handshakerAddress(address(serverHandshaker)).build();
+        channelCreds = PinlessChannelCredentials.altsBuilder()
+            .handshakerAddress(address(clientHandshaker)).build();
+        break;
+      case "stock-alts":
+        serverCreds = AltsServerCredentials.newBuilder().enableUntrustedAltsForTesting()
+            .setHandshakerAddressForTesting(address(serverHandshaker)).build();
+        channelCreds = AltsChannelCredentials.newBuilder().enableUntrustedAltsForTesting()
+            .setHandshakerAddressForTesting(address(clientHandshaker)).build();
+        break;
+      case "stock-plaintext":
+        serverCreds = InsecureServerCredentials.create();
+        channelCreds = InsecureChannelCredentials.create();
+        break;
+      default:
+        throw new IllegalArgumentException("unknown variant " + variant);
+    }
+    server = Grpc.newServerBuilderForPort(0, serverCreds)
+        .addService(BenchService.definition())
+        .directExecutor()
+        .build()
+        .start();
+    channel = Grpc.newChannelBuilder("127.0.0.1:" + server.getPort(), channelCreds)
+        .directExecutor()
+        .maxInboundMessageSize(64 << 20)
+        .build();
+    request = BenchService.request(BYTES_PER_CALL / messageBytes, messageBytes);
+    download();
+  }
+
+  @TearDown(Level.Trial)
+  public void tearDown() throws Exception {
+    channel.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+    for (Server s : new Server[] {server, clientHandshaker, serverHandshaker}) {
+      s.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+    }
+  }
+
+  @Benchmark
+  public long downloadSixteenMebibytes(Bytes bytes) throws Exception {
+    long got = download();
+    bytes.payloadBytes += got;
+    return got;
+  }
+
+  private long download() throws Exception {
+    CompletableFuture<Long> done = new CompletableFuture<>();
+    ClientCalls.asyncServerStreamingCall(
+        channel.newCall(BenchService.DOWNLOAD, CallOptions.DEFAULT),
+        request,
+        new StreamObserver<Integer>() {
+          private long total;
+
+          @Override
+          public void onNext(Integer value) {
+            total += value;
+          }
+
+          @Override
+          public void onError(Throwable t) {
+            done.completeExceptionally(t);
+          }
+
+          @Override
+          public void onCompleted() {
+            done.complete(total);
+          }
+        });
+    long got = done.get(60, TimeUnit.SECONDS);
+    if (got != BYTES_PER_CALL) {
+      throw new IllegalStateException("downloaded " + got + " of " + BYTES_PER_CALL + " bytes");
+    }
+    return got;
+  }
+
+  private static Server handshaker(String account) throws Exception {
+    return NettyServerBuilder.forAddress(
+            new InetSocketAddress(InetAddress.getLoopbackAddress(), 0),
+            InsecureServerCredentials.create())
+        .addService(new LocalHandshakerService(account))
+        .build()
+        .start();
+  }
+
+  private static String address(Server s) {
+    return "127.0.0.1:" + ((InetSocketAddress) s.getListenSockets().get(0)).getPort();
+  }
+}
