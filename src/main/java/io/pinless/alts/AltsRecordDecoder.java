@@ -23,6 +23,10 @@ import javax.crypto.AEADBadTagException;
  * that a read cuts short is copied into a buffer of exactly its own size (or, before its 8-byte
  * header is complete, into an 8-byte array), so the read buffer is released at once.
  *
+ * <p>Each plaintext buffer starts {@link #HEADROOM_BYTES} bytes in, free for the next handler
+ * to write into (the room {@link io.pinless.http2.Http2FrameSlicer} needs to hand on a DATA frame
+ * cut by a record boundary as two plain slices).
+ *
  * <p>Memory: idle (between records) this handler holds no buffer at all. Mid-record it holds one
  * pooled buffer of {@code 4 + length} bytes (at most {@code maxFrameSize}). The plaintext it fires
  * is owned by the next handler and pins nothing else.
@@ -36,6 +40,8 @@ import javax.crypto.AEADBadTagException;
  * channelInactive}.
  */
 public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter {
+  /** Free bytes before each plaintext buffer's reader index: an HTTP/2 frame header. */
+  public static final int HEADROOM_BYTES = io.pinless.read.ReadOnReadyHandler.HEADROOM_BYTES;
 
   /** Where the decoder is in the record stream. */
   private enum State {
@@ -150,8 +156,10 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter {
       index += AltsFrames.LENGTH_BYTES + length;
     }
     int wholeEnd = index;
-    ByteBuf out =
-        plaintextBytes == 0 ? Unpooled.EMPTY_BUFFER : ctx.alloc().directBuffer(plaintextBytes);
+    ByteBuf out = plaintextBytes == 0
+        ? Unpooled.EMPTY_BUFFER
+        : ctx.alloc().directBuffer(HEADROOM_BYTES + plaintextBytes)
+            .writerIndex(HEADROOM_BYTES).readerIndex(HEADROOM_BYTES);
     try {
       if (state == State.BODY) {
         openRecord(partial, partial.readerIndex(), partial.readableBytes(), out);

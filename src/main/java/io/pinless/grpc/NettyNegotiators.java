@@ -212,8 +212,8 @@ final class NettyNegotiators {
         super.userEventTriggered0(ctx, evt);
         return;
       }
-      // The record decoder's plaintext has no headroom: DATA cut by records goes as composites.
-      installSlicer(ctx, false);
+      // The record decoder leaves the same headroom in its plaintext as the read handler does.
+      installSlicer(ctx, true);
       ProtocolNegotiationEvent event = getProtocolNegotiationEvent();
       Attributes attrs =
           InternalProtocolNegotiationEvent.getAttributes(event).toBuilder()

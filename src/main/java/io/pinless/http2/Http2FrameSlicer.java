@@ -119,9 +119,10 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
    * DATA frames, one per read, each a plain slice of its read buffer.
    *
    * @param readHeadroom true when every buffer it reads comes straight from {@link
-   *     io.pinless.read.ReadOnReadyHandler}, which leaves {@link
-   *     io.pinless.read.ReadOnReadyHandler#HEADROOM_BYTES} bytes free before the reader index
-   *     that this slicer may write a frame header into; false for any other source
+   *     io.pinless.read.ReadOnReadyHandler} or from {@link io.pinless.alts.AltsRecordDecoder},
+   *     which leave {@link io.pinless.read.ReadOnReadyHandler#HEADROOM_BYTES} bytes free before
+   *     the reader index that this slicer may write a frame header into; false for any other
+   *     source
    */
   public Http2FrameSlicer(
       boolean server, int maxFrameSize, ReadBudget budget, boolean readHeadroom) {
