@@ -4,6 +4,7 @@ import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.pinless.read.ReadOnReadyHandler;
 import java.security.GeneralSecurityException;
 import javax.crypto.AEADBadTagException;
 
@@ -21,7 +22,9 @@ import javax.crypto.AEADBadTagException;
  * <p>Whole records are decrypted straight out of the buffer the socket read into, one
  * {@code doFinal} each, into one pooled direct buffer per read; there is no cumulation. A record
  * that a read cuts short is copied into a buffer of exactly its own size (or, before its 8-byte
- * header is complete, into an 8-byte array), so the read buffer is released at once.
+ * header is complete, into an 8-byte array), so the read buffer is released at once; behind a
+ * {@link ReadOnReadyHandler}, the rest of such a record is then read straight into that buffer
+ * ({@link #nextReadBuffer}), so only the part that came with the cut read is ever copied.
  *
  * <p>Each plaintext buffer starts {@link #HEADROOM_BYTES} bytes in, free for the next handler
  * to write into (the room {@link io.pinless.http2.Http2FrameSlicer} needs to hand on a DATA frame
@@ -39,9 +42,15 @@ import javax.crypto.AEADBadTagException;
  * received fires an {@link AltsRecordException} ({@code TRUNCATED}) before {@code
  * channelInactive}.
  */
-public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter {
+public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter
+    implements ReadOnReadyHandler.ReadTarget {
   /** Free bytes before each plaintext buffer's reader index: an HTTP/2 frame header. */
-  public static final int HEADROOM_BYTES = io.pinless.read.ReadOnReadyHandler.HEADROOM_BYTES;
+  public static final int HEADROOM_BYTES = ReadOnReadyHandler.HEADROOM_BYTES;
+  /**
+   * 4 KiB: a partial record missing at least this much is read into directly; a smaller rest is
+   * read with whatever follows it and copied.
+   */
+  static final int MIN_DIRECT_READ_BYTES = 4096;
 
   /** Where the decoder is in the record stream. */
   private enum State {
@@ -65,6 +74,8 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter {
   /** A record partly received, header included, sized to the whole frame; only in BODY. */
   private ByteBuf partial;
   private State state = State.IDLE;
+  /** The connection's read handler, when there is one ahead of this decoder. */
+  private ReadOnReadyHandler reads;
 
   /**
    * Creates a decoder for records sent by the peer.
@@ -117,19 +128,25 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter {
   }
 
   /**
-   * Decodes what {@code in} completes; on a fatal error fires the plaintext decoded so far and
+   * Decodes what {@code msg} completes; on a fatal error fires the plaintext decoded so far and
    * rethrows.
    *
-   * @param in borrowed: its reader index is advanced past everything consumed
+   * @param msg borrowed: its reader index is advanced past everything consumed; it may be the
+   *     partial record itself, when the socket read straight into it
    * @return plaintext the caller must fire (and so release), or null when there is none
    */
-  private ByteBuf decode(ChannelHandlerContext ctx, ByteBuf in) {
+  private ByteBuf decode(ChannelHandlerContext ctx, ByteBuf msg) {
+    // A read that went straight into the partial record (see nextReadBuffer) brought nothing else.
+    boolean direct = msg == partial;
+    ByteBuf in = direct ? Unpooled.EMPTY_BUFFER : msg;
     if (state == State.HEADER) {
       fillHeader(ctx, in);
     }
     if (state == State.BODY) {
-      int need = partial.writableBytes();
-      partial.writeBytes(in, Math.min(need, in.readableBytes()));
+      if (!direct) {
+        int need = partial.writableBytes();
+        partial.writeBytes(in, Math.min(need, in.readableBytes()));
+      }
       if (partial.isWritable()) {
         return null;
       }
@@ -275,9 +292,35 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter {
   }
 
   @Override
+  public void handlerAdded(ChannelHandlerContext ctx) {
+    reads = ctx.pipeline().get(ReadOnReadyHandler.class);
+    if (reads != null) {
+      reads.readTarget(this);
+    }
+  }
+
+  @Override
   public void handlerRemoved(ChannelHandlerContext ctx) {
+    if (reads != null) {
+      reads.readTarget(null);
+    }
     releasePartial();
     cipher.destroy();
+  }
+
+  /**
+   * While a record is cut short by a read, the next read goes straight into its buffer, so the
+   * rest of the record is never copied (as grpc-go's ALTS conn does).
+   *
+   * @return owned by the read loop (retained for it): the partial record, to read into at its
+   *     writer index; null for a fresh read buffer
+   */
+  @Override
+  public ByteBuf nextReadBuffer() {
+    if (state != State.BODY || partial.writableBytes() < MIN_DIRECT_READ_BYTES) {
+      return null;
+    }
+    return partial.retain();
   }
 
   private void releasePartial() {

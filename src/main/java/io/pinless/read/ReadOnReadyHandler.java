@@ -71,6 +71,8 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
 
   private final ReadBudget budget;
   private final boolean holdWhileUnwritable;
+  /** Where the next read goes, when a handler behind knows; null for a fresh buffer. */
+  private ReadTarget target;
   private ChannelHandlerContext ctx;
   /** A read is wanted but held back by writability or the budget. */
   private boolean readOwed;
@@ -198,6 +200,24 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
     ctx.read();
   }
 
+  /**
+   * A handler behind this one that may supply the buffer the next read goes into, such as a
+   * record decoder whose record a read cut short.
+   */
+  public interface ReadTarget {
+    /**
+     * The buffer the next read should fill from its writer index, or null for a fresh one.
+     *
+     * @return owned by the read loop (retained for it), which fires it on like any read buffer
+     */
+    ByteBuf nextReadBuffer();
+  }
+
+  /** Sets (or, with null, clears) where reads go; call on the channel's event loop. */
+  public void readTarget(ReadTarget target) {
+    this.target = target;
+  }
+
   /** How many reads this handler asked the channel for. */
   long readsRequested() {
     return readsRequested;
@@ -232,9 +252,19 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
       super.reset(config);
     }
 
-    /** @return owned by the channel's read loop: empty, with {@link #HEADROOM_BYTES} before it */
+    /**
+     * @return owned by the channel's read loop: the target's buffer, or a fresh one, empty, with
+     *     {@link #HEADROOM_BYTES} before it
+     */
     @Override
     public ByteBuf allocate(ByteBufAllocator alloc) {
+      ReadTarget into = target;
+      if (into != null) {
+        ByteBuf buf = into.nextReadBuffer();
+        if (buf != null) {
+          return buf;
+        }
+      }
       ByteBuf buf = super.allocate(alloc);
       return buf.writerIndex(HEADROOM_BYTES).readerIndex(HEADROOM_BYTES);
     }

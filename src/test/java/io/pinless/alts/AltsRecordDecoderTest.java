@@ -23,6 +23,7 @@ import io.netty.buffer.Unpooled;
 import io.netty.channel.embedded.EmbeddedChannel;
 import io.pinless.alts.AltsRecordException.Reason;
 import io.pinless.alts.RecordChannels.Capture;
+import io.pinless.read.ReadOnReadyHandler;
 import io.pinless.testing.Hex;
 import java.util.Arrays;
 import javax.crypto.AEADBadTagException;
@@ -346,5 +347,42 @@ class AltsRecordDecoderTest {
   @Test
   void usesConscryptWhenItIsOnTheClasspath() {
     assertTrue(server().decoder.providerName().startsWith("Conscrypt"));
+  }
+
+  @Test
+  void behindAReadHandlerTheRestOfACutRecordIsReadStraightIntoItsBuffer() {
+    byte[] message = pattern(40000, 5);
+    byte[] stream = encode(ALTSRP_GCM_AES128_REKEY, KEY44, false, 65536, message);
+    io.pinless.read.ReadOnReadyHandler reads =
+        new io.pinless.read.ReadOnReadyHandler(new io.pinless.read.ReadBudget(Long.MAX_VALUE), false);
+    AltsRecordDecoder decoder = new AltsRecordDecoder(ALTSRP_GCM_AES128_REKEY, KEY44, true, 65536);
+    Capture capture = new Capture();
+    EmbeddedChannel ch = new EmbeddedChannel(reads, decoder, capture);
+    io.netty.channel.RecvByteBufAllocator.Handle handle =
+        ch.config().getRecvByteBufAllocator().newHandle();
+    handle.reset(ch.config());
+    ByteBuf fresh = handle.allocate(ch.alloc());
+    assertEquals(ReadOnReadyHandler.HEADROOM_BYTES, fresh.readerIndex(), "no record yet: a fresh buffer");
+    fresh.writeBytes(stream, 0, 10000);
+    ch.writeInbound(fresh);
+    assertEquals(stream.length, decoder.heldBytes(), "the cut record, in a buffer of its size");
+
+    ByteBuf into = handle.allocate(ch.alloc());
+    assertEquals(stream.length - 10000, into.writableBytes(), "the read goes into the record");
+    into.writeBytes(stream, 10000, 20000);
+    ch.writeInbound(into);
+    assertEquals(0, capture.plaintext.size());
+    ByteBuf rest = handle.allocate(ch.alloc());
+    assertEquals(stream.length - 30000, rest.writableBytes());
+    rest.writeBytes(stream, 30000, stream.length - 30000);
+    ch.writeInbound(rest);
+    assertArrayEquals(message, capture.plaintext.toByteArray());
+    assertEquals(0, decoder.heldBytes());
+
+    ByteBuf after = handle.allocate(ch.alloc());
+    assertEquals(ReadOnReadyHandler.HEADROOM_BYTES, after.readerIndex(), "between records: fresh");
+    after.release();
+    ch.pipeline().remove(decoder);
+    ch.finishAndReleaseAll();
   }
 }
