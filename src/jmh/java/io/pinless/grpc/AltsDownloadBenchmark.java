@@ -1,6 +1,5 @@
 package io.pinless.grpc;
 
-import io.grpc.CallOptions;
 import io.grpc.ChannelCredentials;
 import io.grpc.Grpc;
 import io.grpc.InsecureChannelCredentials;
@@ -11,12 +10,9 @@ import io.grpc.ServerCredentials;
 import io.grpc.alts.AltsChannelCredentials;
 import io.grpc.alts.AltsServerCredentials;
 import io.grpc.netty.NettyServerBuilder;
-import io.grpc.stub.ClientCalls;
-import io.grpc.stub.StreamObserver;
 import io.pinless.alts.handshake.LocalHandshakerService;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.AuxCounters;
 import org.openjdk.jmh.annotations.Benchmark;
@@ -142,33 +138,7 @@ public class AltsDownloadBenchmark {
   }
 
   private long download() throws Exception {
-    CompletableFuture<Long> done = new CompletableFuture<>();
-    ClientCalls.asyncServerStreamingCall(
-        channel.newCall(BenchService.DOWNLOAD, CallOptions.DEFAULT),
-        request,
-        new StreamObserver<Integer>() {
-          private long total;
-
-          @Override
-          public void onNext(Integer value) {
-            total += value;
-          }
-
-          @Override
-          public void onError(Throwable t) {
-            done.completeExceptionally(t);
-          }
-
-          @Override
-          public void onCompleted() {
-            done.complete(total);
-          }
-        });
-    long got = done.get(60, TimeUnit.SECONDS);
-    if (got != BYTES_PER_CALL) {
-      throw new IllegalStateException("downloaded " + got + " of " + BYTES_PER_CALL + " bytes");
-    }
-    return got;
+    return BenchService.download(channel, request, BYTES_PER_CALL);
   }
 
   private static Server handshaker(String account) throws Exception {

@@ -4,6 +4,7 @@ import io.grpc.MethodDescriptor;
 import io.grpc.ServerServiceDefinition;
 import io.grpc.stub.ServerCallStreamObserver;
 import io.grpc.stub.ServerCalls;
+import io.grpc.stub.StreamObserver;
 import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.io.InputStream;
@@ -86,6 +87,42 @@ final class BenchService {
       message[i] = (byte) (i * 31);
     }
     return message;
+  }
+
+  /**
+   * Downloads through {@code channel} what {@code request} asks for and checks the byte count.
+   *
+   * @return the payload bytes received
+   */
+  static long download(io.grpc.ManagedChannel channel, byte[] request, long expectedBytes)
+      throws Exception {
+    java.util.concurrent.CompletableFuture<Long> done = new java.util.concurrent.CompletableFuture<>();
+    io.grpc.stub.ClientCalls.asyncServerStreamingCall(
+        channel.newCall(DOWNLOAD, io.grpc.CallOptions.DEFAULT),
+        request,
+        new StreamObserver<Integer>() {
+          private long total;
+
+          @Override
+          public void onNext(Integer value) {
+            total += value;
+          }
+
+          @Override
+          public void onError(Throwable t) {
+            done.completeExceptionally(t);
+          }
+
+          @Override
+          public void onCompleted() {
+            done.complete(total);
+          }
+        });
+    long got = done.get(60, java.util.concurrent.TimeUnit.SECONDS);
+    if (got != expectedBytes) {
+      throw new IllegalStateException("downloaded " + got + " of " + expectedBytes + " bytes");
+    }
+    return got;
   }
 
   /** A request for {@code count} messages of {@code size} bytes. */

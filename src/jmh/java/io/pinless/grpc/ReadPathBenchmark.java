@@ -1,11 +1,7 @@
 package io.pinless.grpc;
 
-import io.grpc.CallOptions;
 import io.grpc.ManagedChannel;
-import io.grpc.stub.ClientCalls;
-import io.grpc.stub.StreamObserver;
 import io.netty.buffer.PooledByteBufAllocator;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.AuxCounters;
 import org.openjdk.jmh.annotations.Benchmark;
@@ -102,32 +98,7 @@ public class ReadPathBenchmark {
   }
 
   private long download() throws Exception {
-    CompletableFuture<Long> done = new CompletableFuture<>();
-    ClientCalls.asyncServerStreamingCall(
-        channel.newCall(BenchService.DOWNLOAD, CallOptions.DEFAULT),
-        request,
-        new StreamObserver<Integer>() {
-          private long total;
-
-          @Override
-          public void onNext(Integer value) {
-            total += value;
-          }
-
-          @Override
-          public void onError(Throwable t) {
-            done.completeExceptionally(t);
-          }
-
-          @Override
-          public void onCompleted() {
-            done.complete(total);
-          }
-        });
-    long got = done.get(60, TimeUnit.SECONDS);
-    if (got != BYTES_PER_CALL) {
-      throw new IllegalStateException("downloaded " + got + " of " + BYTES_PER_CALL + " bytes");
-    }
-    return got;
+    return BenchService.download(channel, request, BYTES_PER_CALL);
   }
+
 }
