@@ -76,6 +76,9 @@ public class ReadPathBenchmark {
 
   @Setup(Level.Trial)
   public void setUp() throws Exception {
+    if (!variant.equals("pinless") && !variant.equals("stock")) {
+      throw new IllegalArgumentException("variant must be pinless or stock, not " + variant);
+    }
     loop = new BenchTransport(
         BenchTransport.Kind.parse(transport), variant.equals("pinless"),
         PooledByteBufAllocator.DEFAULT, BenchService.definition());
