@@ -74,6 +74,8 @@ final class BenchTransport implements AutoCloseable {
 
   final Kind kind;
   final boolean pinless;
+  /** With pinless: the client's and the server's handshaker for ALTS; null for plaintext. */
+  private final String[] altsHandshakers;
   private final ByteBufAllocator alloc;
   private final EventLoopGroup serverGroup;
   private final EventLoopGroup clientGroup;
@@ -86,13 +88,24 @@ final class BenchTransport implements AutoCloseable {
    */
   BenchTransport(Kind kind, boolean pinless, ByteBufAllocator alloc,
       io.grpc.ServerServiceDefinition service) throws IOException {
+    this(kind, pinless, alloc, service, null);
+  }
+
+  /**
+   * Starts a server with {@code service}; with {@code altsHandshakers} (client's, server's), one
+   * that runs pinless's ALTS credentials through those handshakers.
+   */
+  BenchTransport(Kind kind, boolean pinless, ByteBufAllocator alloc,
+      io.grpc.ServerServiceDefinition service, String[] altsHandshakers) throws IOException {
     this.kind = kind;
     this.pinless = pinless;
+    this.altsHandshakers = altsHandshakers;
     this.alloc = alloc;
     this.serverGroup = new MultiThreadIoEventLoopGroup(1, kind.ioHandler(alloc));
     this.clientGroup = new MultiThreadIoEventLoopGroup(1, kind.ioHandler(alloc));
-    ServerCredentials creds =
-        NettyNegotiators.serverCredentials(NettyNegotiators.Security.NONE, pinless);
+    ServerCredentials creds = altsHandshakers != null
+        ? PinlessServerCredentials.altsBuilder().handshakerAddress(altsHandshakers[1]).build()
+        : NettyNegotiators.serverCredentials(NettyNegotiators.Security.NONE, pinless);
     NettyServerBuilder builder =
         NettyServerBuilder.forAddress(new InetSocketAddress("127.0.0.1", 0), creds)
             .bossEventLoopGroup(serverGroup)
@@ -113,8 +126,9 @@ final class BenchTransport implements AutoCloseable {
 
   /** A new client channel to the server (it connects on first use). */
   ManagedChannel newChannel() {
-    ChannelCredentials creds =
-        NettyNegotiators.clientCredentials(NettyNegotiators.Security.NONE, pinless);
+    ChannelCredentials creds = altsHandshakers != null
+        ? PinlessChannelCredentials.altsBuilder().handshakerAddress(altsHandshakers[0]).build()
+        : NettyNegotiators.clientCredentials(NettyNegotiators.Security.NONE, pinless);
     NettyChannelBuilder builder =
         NettyChannelBuilder.forAddress(server.getListenSockets().get(0), creds)
             .eventLoopGroup(clientGroup)

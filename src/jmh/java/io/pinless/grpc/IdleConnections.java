@@ -15,8 +15,8 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 
 /**
- * What an idle connection costs, pinless's plaintext credentials against stock grpc-netty's, in
- * one run: N connections each make one call (a 1 KiB download) and are left idle; then the heap
+ * What an idle connection costs, pinless's plaintext and ALTS credentials against stock
+ * grpc-netty's plaintext, in one run: N connections each make one call (a 1 KiB download) and are left idle; then the heap
  * after collection and the pooled bytes still allocated are divided by N.
  *
  * <pre>
@@ -37,30 +37,56 @@ public final class IdleConnections {
     String[] transports =
         (args.length > 1 ? args[1] : "nio,epoll,io_uring_ring").split(",");
     System.out.printf(Locale.ROOT, "%d idle connections, per connection (both ends):%n", connections);
-    System.out.printf(Locale.ROOT, "%-14s %-8s %14s %22s %18s%n",
+    System.out.printf(Locale.ROOT, "%-14s %-12s %14s %22s %18s%n",
         "transport", "variant", "heap bytes", "pooled bytes pinned", "pooled buffers");
     // A first round, not reported, so that class loading and JIT are not charged to a variant.
-    measure(BenchTransport.Kind.NIO, true, Math.min(connections, 100));
-    measure(BenchTransport.Kind.NIO, false, Math.min(connections, 100));
-    for (String transport : transports) {
-      for (boolean pinless : new boolean[] {true, false}) {
-        long[] cost = measure(BenchTransport.Kind.parse(transport), pinless, connections);
-        System.out.printf(Locale.ROOT, "%-14s %-8s %14d %22d %18.2f%n",
-            transport, pinless ? "pinless" : "stock", cost[0] / connections,
-            cost[1] / connections, (double) cost[2] / connections);
+    measure(BenchTransport.Kind.NIO, true, null, Math.min(connections, 100));
+    measure(BenchTransport.Kind.NIO, false, null, Math.min(connections, 100));
+    io.grpc.Server[] handshakers = {startHandshaker("client-sa"), startHandshaker("server-sa")};
+    String[] alts = {address(handshakers[0]), address(handshakers[1])};
+    try {
+      for (String transport : transports) {
+        BenchTransport.Kind kind = BenchTransport.Kind.parse(transport);
+        print(transport, "pinless", measure(kind, true, null, connections), connections);
+        print(transport, "stock", measure(kind, false, null, connections), connections);
+        print(transport, "pinless-alts", measure(kind, true, alts, connections), connections);
+      }
+    } finally {
+      for (io.grpc.Server h : handshakers) {
+        h.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
       }
     }
   }
 
+  private static void print(String transport, String variant, long[] cost, int connections) {
+    System.out.printf(Locale.ROOT, "%-14s %-12s %14d %22d %18.2f%n",
+        transport, variant, cost[0] / connections, cost[1] / connections,
+        (double) cost[2] / connections);
+  }
+
+  private static io.grpc.Server startHandshaker(String account) throws java.io.IOException {
+    return io.grpc.netty.NettyServerBuilder.forAddress(
+            new java.net.InetSocketAddress(java.net.InetAddress.getLoopbackAddress(), 0),
+            io.grpc.InsecureServerCredentials.create())
+        .addService(new io.pinless.alts.handshake.LocalHandshakerService(account))
+        .build()
+        .start();
+  }
+
+  private static String address(io.grpc.Server server) {
+    return "127.0.0.1:"
+        + ((java.net.InetSocketAddress) server.getListenSockets().get(0)).getPort();
+  }
+
   /** @return heap bytes, pooled bytes and pooled buffers held by {@code connections} idle ones */
-  private static long[] measure(BenchTransport.Kind kind, boolean pinless, int connections)
-      throws Exception {
+  private static long[] measure(
+      BenchTransport.Kind kind, boolean pinless, String[] alts, int connections) throws Exception {
     // Direct, one arena each, no thread caches: numActiveBytes is what live buffers hold.
     PooledByteBufAllocator alloc =
         new PooledByteBufAllocator(true, 1, 1, 8192, 9, 0, 0, false);
     List<ManagedChannel> channels = new ArrayList<>();
     try (BenchTransport loop =
-        new BenchTransport(kind, pinless, alloc, BenchService.definition())) {
+        new BenchTransport(kind, pinless, alloc, BenchService.definition(), alts)) {
       long heapBefore = heapAfterCollection();
       long pooledBefore = activeBytes(alloc);
       long buffersBefore = activeBuffers(alloc);
