@@ -28,8 +28,9 @@ public final class HandshakerProtocol {
   public static final String RECORD_PROTOCOL_REKEY = "ALTSRP_GCM_AES128_REKEY";
   /** The key of the handshake parameters for ALTS ({@code HandshakeProtocol.ALTS}). */
   public static final int ALTS_PARAMETERS_KEY = 2;
-  /** The RPC protocol version gRPC speaks over ALTS: 2.1. */
+  /** The RPC protocol version gRPC speaks over ALTS is 2.1: its major part. */
   public static final int RPC_MAJOR = 2;
+  /** The RPC protocol version gRPC speaks over ALTS is 2.1: its minor part. */
   public static final int RPC_MINOR = 1;
 
   private HandshakerProtocol() {}
