@@ -9,12 +9,8 @@ import io.grpc.Server;
 import io.grpc.ServerCredentials;
 import io.grpc.alts.AltsChannelCredentials;
 import io.grpc.alts.AltsServerCredentials;
-import io.grpc.netty.NettyServerBuilder;
-import io.pinless.alts.handshake.LocalHandshakerService;
-import java.net.InetAddress;
-import java.net.InetSocketAddress;
+import io.pinless.alts.handshake.LocalHandshakerMain;
 import java.util.concurrent.TimeUnit;
-import org.openjdk.jmh.annotations.AuxCounters;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
 import org.openjdk.jmh.annotations.Fork;
@@ -40,7 +36,7 @@ import org.openjdk.jmh.annotations.Warmup;
  * </pre>
  *
  * <p>One operation downloads 16 MiB in a server-streaming call (see {@link ReadPathBenchmark}).
- * Both ALTS variants handshake through in-process {@link LocalHandshakerService}s, then run
+ * Both ALTS variants handshake through in-process local handshakers ({@link LocalHandshakerMain}), then run
  * ALTSRP_GCM_AES128_REKEY records of up to 128 KiB.
  */
 @BenchmarkMode(Mode.Throughput)
@@ -70,37 +66,24 @@ public class AltsDownloadBenchmark {
   private ManagedChannel channel;
   private byte[] request;
 
-  /** Payload bytes downloaded, reported per second. */
-  @State(Scope.Thread)
-  @AuxCounters(AuxCounters.Type.OPERATIONS)
-  public static class Bytes {
-    /** Payload bytes downloaded in this iteration. */
-    public long payloadBytes;
-
-    @Setup(Level.Iteration)
-    public void reset() {
-      payloadBytes = 0;
-    }
-  }
-
   @Setup(Level.Trial)
   public void setUp() throws Exception {
-    clientHandshaker = handshaker("client-sa");
-    serverHandshaker = handshaker("server-sa");
+    clientHandshaker = LocalHandshakerMain.start(0, "client-sa");
+    serverHandshaker = LocalHandshakerMain.start(0, "server-sa");
     ServerCredentials serverCreds;
     ChannelCredentials channelCreds;
     switch (variant) {
       case "pinless-alts":
         serverCreds = PinlessServerCredentials.altsBuilder()
-            .handshakerAddress(address(serverHandshaker)).build();
+            .handshakerAddress(LocalHandshakerMain.hostAndPort(serverHandshaker)).build();
         channelCreds = PinlessChannelCredentials.altsBuilder()
-            .handshakerAddress(address(clientHandshaker)).build();
+            .handshakerAddress(LocalHandshakerMain.hostAndPort(clientHandshaker)).build();
         break;
       case "stock-alts":
         serverCreds = AltsServerCredentials.newBuilder().enableUntrustedAltsForTesting()
-            .setHandshakerAddressForTesting(address(serverHandshaker)).build();
+            .setHandshakerAddressForTesting(LocalHandshakerMain.hostAndPort(serverHandshaker)).build();
         channelCreds = AltsChannelCredentials.newBuilder().enableUntrustedAltsForTesting()
-            .setHandshakerAddressForTesting(address(clientHandshaker)).build();
+            .setHandshakerAddressForTesting(LocalHandshakerMain.hostAndPort(clientHandshaker)).build();
         break;
       case "stock-plaintext":
         serverCreds = InsecureServerCredentials.create();
@@ -131,7 +114,7 @@ public class AltsDownloadBenchmark {
   }
 
   @Benchmark
-  public long downloadSixteenMebibytes(Bytes bytes) throws Exception {
+  public long downloadSixteenMebibytes(ReadPathBenchmark.Bytes bytes) throws Exception {
     long got = download();
     bytes.payloadBytes += got;
     return got;
@@ -139,18 +122,5 @@ public class AltsDownloadBenchmark {
 
   private long download() throws Exception {
     return BenchService.download(channel, request, BYTES_PER_CALL);
-  }
-
-  private static Server handshaker(String account) throws Exception {
-    return NettyServerBuilder.forAddress(
-            new InetSocketAddress(InetAddress.getLoopbackAddress(), 0),
-            InsecureServerCredentials.create())
-        .addService(new LocalHandshakerService(account))
-        .build()
-        .start();
-  }
-
-  private static String address(Server s) {
-    return "127.0.0.1:" + ((InetSocketAddress) s.getListenSockets().get(0)).getPort();
   }
 }

@@ -5,6 +5,7 @@ import io.grpc.ManagedChannel;
 import io.grpc.stub.ClientCalls;
 import io.grpc.stub.StreamObserver;
 import io.netty.buffer.PoolArenaMetric;
+import io.pinless.alts.handshake.LocalHandshakerMain;
 import io.netty.buffer.PoolChunkListMetric;
 import io.netty.buffer.PoolChunkMetric;
 import io.netty.buffer.PooledByteBufAllocator;
@@ -42,8 +43,9 @@ public final class IdleConnections {
     // A first round, not reported, so that class loading and JIT are not charged to a variant.
     measure(BenchTransport.Kind.NIO, true, null, Math.min(connections, 100));
     measure(BenchTransport.Kind.NIO, false, null, Math.min(connections, 100));
-    io.grpc.Server[] handshakers = {startHandshaker("client-sa"), startHandshaker("server-sa")};
-    String[] alts = {address(handshakers[0]), address(handshakers[1])};
+    io.grpc.Server[] handshakers = {LocalHandshakerMain.start(0, "client-sa"), LocalHandshakerMain.start(0, "server-sa")};
+    String[] alts = {
+        LocalHandshakerMain.hostAndPort(handshakers[0]), LocalHandshakerMain.hostAndPort(handshakers[1])};
     try {
       for (String transport : transports) {
         BenchTransport.Kind kind = BenchTransport.Kind.parse(transport);
@@ -62,20 +64,6 @@ public final class IdleConnections {
     System.out.printf(Locale.ROOT, "%-14s %-12s %14d %22d %18.2f%n",
         transport, variant, cost[0] / connections, cost[1] / connections,
         (double) cost[2] / connections);
-  }
-
-  private static io.grpc.Server startHandshaker(String account) throws java.io.IOException {
-    return io.grpc.netty.NettyServerBuilder.forAddress(
-            new java.net.InetSocketAddress(java.net.InetAddress.getLoopbackAddress(), 0),
-            io.grpc.InsecureServerCredentials.create())
-        .addService(new io.pinless.alts.handshake.LocalHandshakerService(account))
-        .build()
-        .start();
-  }
-
-  private static String address(io.grpc.Server server) {
-    return "127.0.0.1:"
-        + ((java.net.InetSocketAddress) server.getListenSockets().get(0)).getPort();
   }
 
   /** @return heap bytes, pooled bytes and pooled buffers held by {@code connections} idle ones */

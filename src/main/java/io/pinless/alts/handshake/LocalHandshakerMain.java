@@ -33,15 +33,27 @@ public final class LocalHandshakerMain {
       return;
     }
     String account = args.length > 1 ? args[1] : LocalHandshakerService.DEFAULT_SERVICE_ACCOUNT;
-    Server server =
-        NettyServerBuilder.forAddress(
-                new InetSocketAddress(InetAddress.getLoopbackAddress(), port),
-                InsecureServerCredentials.create())
-            .addService(new LocalHandshakerService(account))
-            .build()
-            .start();
-    System.out.println("local ALTS handshaker for " + account + " on "
-        + server.getListenSockets().get(0));
+    Server server = start(port, account);
+    System.out.println("local ALTS handshaker for " + account + " on " + hostAndPort(server));
     server.awaitTermination();
+  }
+
+  /**
+   * Serves a {@link LocalHandshakerService} for {@code account} in plaintext on the loopback
+   * interface, at {@code port} (0 for any free one).
+   */
+  public static Server start(int port, String account) throws IOException {
+    return NettyServerBuilder.forAddress(
+            new InetSocketAddress(InetAddress.getLoopbackAddress(), port),
+            InsecureServerCredentials.create())
+        .addService(new LocalHandshakerService(account))
+        .build()
+        .start();
+  }
+
+  /** The {@code host:port} to give ALTS credentials for a handshaker {@link #start}ed here. */
+  public static String hostAndPort(Server server) {
+    InetSocketAddress address = (InetSocketAddress) server.getListenSockets().get(0);
+    return address.getAddress().getHostAddress() + ":" + address.getPort();
   }
 }
