@@ -1,0 +1,145 @@
+package io.pinless.compare;
+
+import com.sun.management.GarbageCollectionNotificationInfo;
+import java.lang.management.GarbageCollectorMXBean;
+import java.lang.management.ManagementFactory;
+import java.lang.management.MemoryPoolMXBean;
+import java.lang.management.MemoryType;
+import java.lang.management.MemoryUsage;
+import java.util.HashSet;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.LongSupplier;
+import javax.management.NotificationEmitter;
+import javax.management.openmbean.CompositeData;
+
+/**
+ * In-use memory while a phase runs: the heap as the last collection left it (what is live, not
+ * garbage waiting to be collected) plus the pooled direct bytes that live buffers pin, sampled
+ * every {@value #SAMPLE_MILLIS} ms; and the heap bytes allocated by all threads.
+ */
+final class MemoryMonitor implements AutoCloseable {
+  static final long SAMPLE_MILLIS = 50;
+
+  private static final AtomicLong HEAP_AFTER_GC = new AtomicLong(-1);
+  private static boolean listening;
+
+  private final LongSupplier pinnedDirect;
+  private final Thread sampler;
+  private final long allocatedAtStart;
+  private volatile boolean running = true;
+  private long samples;
+  private double heapSum;
+  private double pinnedSum;
+  private double inUseSum;
+  private long heapPeak;
+  private long pinnedPeak;
+  private long inUsePeak;
+
+  /** Starts sampling; {@code pinnedDirect} reads the pool's pinned direct bytes. */
+  MemoryMonitor(LongSupplier pinnedDirect) {
+    listenToCollections();
+    if (HEAP_AFTER_GC.get() < 0) {
+      System.gc();
+    }
+    this.pinnedDirect = pinnedDirect;
+    this.allocatedAtStart = allocatedBytes();
+    this.sampler = new Thread(this::sample, "pinless-compare-memory");
+    sampler.setDaemon(true);
+    sampler.start();
+  }
+
+  /** Heap bytes allocated by every thread of this JVM so far. */
+  static long allocatedBytes() {
+    return ((com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean())
+        .getTotalThreadAllocatedBytes();
+  }
+
+  /** Heap bytes live after full collections: the smallest of a few, each after {@code System.gc()}. */
+  static long heapAfterFullCollection() {
+    Runtime rt = Runtime.getRuntime();
+    long used = Long.MAX_VALUE;
+    for (int i = 0; i < 3; i++) {
+      System.gc();
+      used = Math.min(used, rt.totalMemory() - rt.freeMemory());
+    }
+    return used;
+  }
+
+  private static synchronized void listenToCollections() {
+    if (listening) {
+      return;
+    }
+    listening = true;
+    Set<String> heapPools = new HashSet<>();
+    for (MemoryPoolMXBean pool : ManagementFactory.getMemoryPoolMXBeans()) {
+      if (pool.getType() == MemoryType.HEAP) {
+        heapPools.add(pool.getName());
+      }
+    }
+    for (GarbageCollectorMXBean gc : ManagementFactory.getGarbageCollectorMXBeans()) {
+      ((NotificationEmitter) gc).addNotificationListener((notification, handback) -> {
+        if (!GarbageCollectionNotificationInfo.GARBAGE_COLLECTION_NOTIFICATION.equals(notification.getType())) {
+          return;
+        }
+        GarbageCollectionNotificationInfo info =
+            GarbageCollectionNotificationInfo.from((CompositeData) notification.getUserData());
+        long used = 0;
+        for (Map.Entry<String, MemoryUsage> pool : info.getGcInfo().getMemoryUsageAfterGc().entrySet()) {
+          if (heapPools.contains(pool.getKey())) {
+            used += pool.getValue().getUsed();
+          }
+        }
+        HEAP_AFTER_GC.set(used);
+      }, null, null);
+    }
+  }
+
+  private void sample() {
+    while (running) {
+      long heap = Math.max(0, HEAP_AFTER_GC.get());
+      long pinned = pinnedDirect.getAsLong();
+      synchronized (this) {
+        samples++;
+        heapSum += heap;
+        pinnedSum += pinned;
+        inUseSum += heap + pinned;
+        heapPeak = Math.max(heapPeak, heap);
+        pinnedPeak = Math.max(pinnedPeak, pinned);
+        inUsePeak = Math.max(inUsePeak, heap + pinned);
+      }
+      try {
+        Thread.sleep(SAMPLE_MILLIS);
+      } catch (InterruptedException e) {
+        return;
+      }
+    }
+  }
+
+  /** What was sampled, as JSON fields in bytes. */
+  synchronized com.google.gson.JsonObject summary() {
+    long n = Math.max(1, samples);
+    com.google.gson.JsonObject o = new com.google.gson.JsonObject();
+    o.addProperty("samples", samples);
+    o.addProperty("inUseAvgBytes", Math.round(inUseSum / n));
+    o.addProperty("inUsePeakBytes", inUsePeak);
+    o.addProperty("heapAfterGcAvgBytes", Math.round(heapSum / n));
+    o.addProperty("heapAfterGcPeakBytes", heapPeak);
+    o.addProperty("pooledDirectPinnedAvgBytes", Math.round(pinnedSum / n));
+    o.addProperty("pooledDirectPinnedPeakBytes", pinnedPeak);
+    return o;
+  }
+
+  /** Heap bytes allocated since this monitor started. */
+  long allocatedSinceStart() {
+    return allocatedBytes() - allocatedAtStart;
+  }
+
+  @Override
+  public void close() throws InterruptedException {
+    running = false;
+    sampler.interrupt();
+    sampler.join();
+  }
+}

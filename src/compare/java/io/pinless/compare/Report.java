@@ -1,0 +1,241 @@
+package io.pinless.compare;
+
+import com.google.gson.GsonBuilder;
+import com.google.gson.JsonElement;
+import com.google.gson.JsonObject;
+import java.awt.Color;
+import java.awt.Font;
+import java.awt.Graphics2D;
+import java.awt.RenderingHints;
+import java.awt.image.BufferedImage;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import javax.imageio.ImageIO;
+import org.knowm.xchart.BitmapEncoder;
+import org.knowm.xchart.CategoryChart;
+import org.knowm.xchart.CategoryChartBuilder;
+import org.knowm.xchart.style.Styler;
+
+/** The comparison's outputs: the side-by-side table, {@code report.json} and {@code report.png}. */
+final class Report {
+  /** A figure of the table: where it is in a variant's JSON, and which way is better. */
+  record Metric(String label, String path, boolean higherIsBetter, double scale, String format) {
+    /** The figure in {@code variant}, scaled for display; NaN if absent. */
+    double value(JsonObject variant) {
+      JsonElement e = variant;
+      for (String key : path.split("\\.")) {
+        if (e == null || !e.isJsonObject()) {
+          return Double.NaN;
+        }
+        e = e.getAsJsonObject().get(key);
+      }
+      return e == null || !e.isJsonPrimitive() ? Double.NaN : e.getAsDouble() / scale;
+    }
+  }
+
+  private static final double MIB = 1 << 20;
+
+  /** Every figure the table shows and the ratios compare, in order. */
+  static final List<Metric> METRICS = List.of(
+      new Metric("download throughput (MB/s)", "download.throughputMBps", true, 1, "%.0f"),
+      new Metric("download p50 per object (ms)", "download.latencyMillis.p50", false, 1, "%.1f"),
+      new Metric("download p90 per object (ms)", "download.latencyMillis.p90", false, 1, "%.1f"),
+      new Metric("download p99 per object (ms)", "download.latencyMillis.p99", false, 1, "%.1f"),
+      new Metric("download in-use memory avg (MiB)", "download.memory.inUseAvgBytes", false, MIB, "%.1f"),
+      new Metric("download in-use memory peak (MiB)", "download.memory.inUsePeakBytes", false, MIB, "%.1f"),
+      new Metric("  of which pooled direct pinned, avg (MiB)", "download.memory.pooledDirectPinnedAvgBytes", false, MIB, "%.1f"),
+      new Metric("  of which pooled direct pinned, peak (MiB)", "download.memory.pooledDirectPinnedPeakBytes", false, MIB, "%.1f"),
+      new Metric("download heap allocated per payload byte", "download.heapAllocatedPerPayloadByte", false, 1, "%.4f"),
+      new Metric("small calls per second", "small.callsPerSecond", true, 1, "%.0f"),
+      new Metric("small p50 (us)", "small.latencyMicros.p50", false, 1, "%.0f"),
+      new Metric("small p90 (us)", "small.latencyMicros.p90", false, 1, "%.0f"),
+      new Metric("small p99 (us)", "small.latencyMicros.p99", false, 1, "%.0f"),
+      new Metric("small in-use memory avg (MiB)", "small.memory.inUseAvgBytes", false, MIB, "%.1f"),
+      new Metric("small in-use memory peak (MiB)", "small.memory.inUsePeakBytes", false, MIB, "%.1f"),
+      new Metric("small heap allocated per payload byte", "small.heapAllocatedPerPayloadByte", false, 1, "%.2f"),
+      new Metric("idle: bytes per connection", "idle.bytesPerConnection", false, 1, "%.0f"),
+      new Metric("idle:   heap bytes per connection", "idle.heapBytesPerConnection", false, 1, "%.0f"),
+      new Metric("idle:   pooled direct bytes per connection", "idle.pooledDirectPinnedBytesPerConnection", false, 1, "%.0f"),
+      new Metric("idle: seconds to open all, one call each", "idle.openSeconds", false, 1, "%.1f"));
+
+  private Report() {}
+
+  /** The pairs the ratios are taken for: each pinless variant run against each stock one it stands in for. */
+  static List<String[]> ratioPairs(List<String> variants) {
+    List<String[]> pairs = new ArrayList<>();
+    String[][] wanted = {
+      {"pinless-alts", "stock-alts"}, {"pinless-alts", "stock-plaintext"},
+      {"pinless-plaintext", "stock-plaintext"}};
+    for (String[] pair : wanted) {
+      if (variants.contains(pair[0]) && variants.contains(pair[1])) {
+        pairs.add(pair);
+      }
+    }
+    return pairs;
+  }
+
+  /** Ratios (first over second) of every figure, for each pair; completed variants only. */
+  static List<JsonObject> ratios(List<JsonObject> results) {
+    List<String> names = new ArrayList<>();
+    for (JsonObject r : results) {
+      if (r.has("completed") && r.get("completed").getAsBoolean()) {
+        names.add(r.get("variant").getAsString());
+      }
+    }
+    List<JsonObject> ratios = new ArrayList<>();
+    for (String[] pair : ratioPairs(names)) {
+      JsonObject of = find(results, pair[0]);
+      JsonObject to = find(results, pair[1]);
+      JsonObject ratio = new JsonObject();
+      ratio.addProperty("variant", pair[0]);
+      ratio.addProperty("baseline", pair[1]);
+      for (Metric m : METRICS) {
+        double a = m.value(of);
+        double b = m.value(to);
+        if (!Double.isNaN(a) && !Double.isNaN(b) && b != 0) {
+          ratio.addProperty(m.path(), Math.round(a / b * 1000) / 1000.0);
+        }
+      }
+      ratios.add(ratio);
+    }
+    return ratios;
+  }
+
+  private static JsonObject find(List<JsonObject> results, String variant) {
+    for (JsonObject r : results) {
+      if (variant.equals(r.get("variant").getAsString())) {
+        return r;
+      }
+    }
+    throw new IllegalArgumentException(variant);
+  }
+
+  /** Prints the side-by-side table: a column per variant, then a column per ratio. */
+  static void printTable(JsonObject report, PrintStream out) {
+    List<JsonObject> variants = new ArrayList<>();
+    report.getAsJsonArray("variants").forEach(e -> variants.add(e.getAsJsonObject()));
+    List<JsonObject> ratios = new ArrayList<>();
+    report.getAsJsonArray("ratios").forEach(e -> ratios.add(e.getAsJsonObject()));
+    StringBuilder header = new StringBuilder(String.format(Locale.ROOT, "%-44s", ""));
+    for (JsonObject v : variants) {
+      header.append(String.format(Locale.ROOT, " %19s", v.get("variant").getAsString()));
+    }
+    for (JsonObject r : ratios) {
+      header.append(String.format(Locale.ROOT, " %19s",
+          shortName(r.get("variant").getAsString()) + "/" + shortName(r.get("baseline").getAsString())));
+    }
+    header.append("   better");
+    out.println(header);
+    for (Metric m : METRICS) {
+      StringBuilder line = new StringBuilder(String.format(Locale.ROOT, "%-44s", m.label()));
+      for (JsonObject v : variants) {
+        double value = m.value(v);
+        line.append(String.format(Locale.ROOT, " %19s",
+            Double.isNaN(value) ? "-" : String.format(Locale.ROOT, m.format(), value)));
+      }
+      for (JsonObject r : ratios) {
+        JsonElement ratio = r.get(m.path());
+        line.append(String.format(Locale.ROOT, " %19s",
+            ratio == null ? "-" : String.format(Locale.ROOT, "%.2fx", ratio.getAsDouble())));
+      }
+      line.append(m.higherIsBetter() ? "   higher" : "   lower");
+      out.println(line);
+    }
+    StringBuilder leaks = new StringBuilder(String.format(Locale.ROOT, "%-44s", "leaks reported by Netty"));
+    for (JsonObject v : variants) {
+      leaks.append(String.format(Locale.ROOT, " %19s", v.has("leaks") ? v.get("leaks").getAsString() : "-"));
+    }
+    out.println(leaks);
+  }
+
+  private static String shortName(String variant) {
+    return variant.replace("pinless-", "p-").replace("stock-", "s-");
+  }
+
+  /** Writes {@code report.json}. */
+  static Path writeJson(JsonObject report, Path dir) throws IOException {
+    Files.createDirectories(dir);
+    Path file = dir.resolve("report.json");
+    Files.writeString(file, new GsonBuilder().setPrettyPrinting().create().toJson(report),
+        StandardCharsets.UTF_8);
+    return file;
+  }
+
+  /** Writes {@code report.png}: four bar charts, one bar per variant. */
+  static Path writeChart(JsonObject report, Path dir) throws IOException {
+    Files.createDirectories(dir);
+    List<JsonObject> variants = new ArrayList<>();
+    report.getAsJsonArray("variants").forEach(e -> {
+      JsonObject v = e.getAsJsonObject();
+      if (v.has("completed") && v.get("completed").getAsBoolean()) {
+        variants.add(v);
+      }
+    });
+    JsonObject options = report.getAsJsonObject("options");
+    CategoryChart[] charts = {
+      chart("Download throughput, MB/s (higher is better)", variants,
+          List.of("download"), List.of(METRICS.get(0))),
+      chart(String.format(Locale.ROOT, "%d-byte unary calls per second (higher is better)",
+              options.get("smallBytes").getAsInt()), variants,
+          List.of("small calls"), List.of(METRICS.get(9))),
+      chart("In-use memory during the download, MiB (lower is better)", variants,
+          List.of("average", "peak"), List.of(METRICS.get(4), METRICS.get(5))),
+      chart(String.format(Locale.ROOT, "Bytes per idle connection, %d connections (lower is better)",
+              options.get("idleConnections").getAsInt()), variants,
+          List.of("heap", "pooled direct", "total"), List.of(METRICS.get(17), METRICS.get(18), METRICS.get(16))),
+    };
+    int w = 800;
+    int h = 450;
+    int titleHeight = 40;
+    BufferedImage image = new BufferedImage(2 * w, 2 * h + titleHeight, BufferedImage.TYPE_INT_RGB);
+    Graphics2D g = image.createGraphics();
+    try {
+      g.setRenderingHint(RenderingHints.KEY_TEXT_ANTIALIASING, RenderingHints.VALUE_TEXT_ANTIALIAS_ON);
+      g.setColor(Color.WHITE);
+      g.fillRect(0, 0, image.getWidth(), image.getHeight());
+      g.setColor(Color.BLACK);
+      g.setFont(new Font(Font.SANS_SERIF, Font.BOLD, 18));
+      g.drawString(String.format(Locale.ROOT, "pinless compare, %s, transport %s, %s",
+          report.get("generated").getAsString(), options.get("transport").getAsString(),
+          report.getAsJsonObject("machine").get("cores").getAsString() + " cores"), 16, 27);
+      if (variants.isEmpty()) {
+        g.drawString("no variant completed: see the logs beside this file", 16, titleHeight + 40);
+      }
+      for (int i = 0; i < charts.length && !variants.isEmpty(); i++) {
+        BufferedImage part = BitmapEncoder.getBufferedImage(charts[i]);
+        g.drawImage(part, (i % 2) * w, titleHeight + (i / 2) * h, null);
+      }
+    } finally {
+      g.dispose();
+    }
+    Path file = dir.resolve("report.png");
+    ImageIO.write(image, "png", file.toFile());
+    return file;
+  }
+
+  private static CategoryChart chart(String title, List<JsonObject> variants, List<String> categories,
+      List<Metric> metrics) {
+    CategoryChart chart = new CategoryChartBuilder().width(800).height(450).title(title).build();
+    chart.getStyler().setLegendPosition(Styler.LegendPosition.OutsideS);
+    chart.getStyler().setLegendLayout(Styler.LegendLayout.Horizontal);
+    chart.getStyler().setDecimalPattern("#,##0.#");
+    chart.getStyler().setChartBackgroundColor(Color.WHITE);
+    chart.getStyler().setLabelsVisible(true);
+    chart.getStyler().setYAxisMin(0.0);
+    for (JsonObject v : variants) {
+      List<Double> values = new ArrayList<>();
+      for (Metric m : metrics) {
+        double value = m.value(v);
+        values.add(Double.isNaN(value) ? 0 : value);
+      }
+      chart.addSeries(v.get("variant").getAsString(), categories, values);
+    }
+    return chart;
+  }
+}

@@ -1,0 +1,325 @@
+package io.pinless.compare;
+
+import io.grpc.ChannelCredentials;
+import io.grpc.InsecureChannelCredentials;
+import io.grpc.InsecureServerCredentials;
+import io.grpc.ManagedChannel;
+import io.grpc.Server;
+import io.grpc.ServerCredentials;
+import io.grpc.ServerServiceDefinition;
+import io.grpc.alts.AltsChannelCredentials;
+import io.grpc.alts.AltsServerCredentials;
+import io.grpc.netty.NettyChannelBuilder;
+import io.grpc.netty.NettyServerBuilder;
+import io.netty.buffer.PooledByteBufAllocator;
+import io.netty.channel.ChannelOption;
+import io.netty.channel.EventLoopGroup;
+import io.netty.channel.IoHandlerFactory;
+import io.netty.channel.MultiThreadIoEventLoopGroup;
+import io.netty.channel.epoll.EpollIoHandler;
+import io.netty.channel.epoll.EpollServerSocketChannel;
+import io.netty.channel.epoll.EpollSocketChannel;
+import io.netty.channel.nio.NioIoHandler;
+import io.netty.channel.socket.nio.NioServerSocketChannel;
+import io.netty.channel.socket.nio.NioSocketChannel;
+import io.netty.channel.uring.IoUringBufferRingConfig;
+import io.netty.channel.uring.IoUringChannelOption;
+import io.netty.channel.uring.IoUringFixedBufferRingAllocator;
+import io.netty.channel.uring.IoUringIoHandler;
+import io.netty.channel.uring.IoUringIoHandlerConfig;
+import io.netty.channel.uring.IoUringServerSocketChannel;
+import io.netty.channel.uring.IoUringSocketChannel;
+import io.pinless.grpc.PinlessChannelCredentials;
+import io.pinless.grpc.PinlessServerCredentials;
+import io.pinless.read.ReadOnReadyHandler;
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * What is compared: each variant is a grpc-java server and client set up as a user would, with
+ * one event loop thread for the server and one for the clients (this kind of machine has two
+ * cores) and the pooled allocator whose pinned bytes are measured.
+ */
+enum Variant {
+  /** pinless's ALTS credentials on grpc-netty. */
+  PINLESS_ALTS("pinless-alts", true),
+  /** grpc-alts, the stock ALTS (on grpc-netty-shaded, as it ships). */
+  STOCK_ALTS("stock-alts", true),
+  /** grpc-netty with its stock plaintext credentials. */
+  STOCK_PLAINTEXT("stock-plaintext", false),
+  /** pinless's plaintext credentials on grpc-netty. */
+  PINLESS_PLAINTEXT("pinless-plaintext", false);
+
+  final String name;
+  final boolean alts;
+
+  Variant(String name, boolean alts) {
+    this.name = name;
+    this.alts = alts;
+  }
+
+  static Variant byName(String name) {
+    for (Variant v : values()) {
+      if (v.name.equals(name)) {
+        return v;
+      }
+    }
+    return null;
+  }
+
+  static List<String> names() {
+    List<String> names = new ArrayList<>();
+    for (Variant v : values()) {
+      names.add(v.name);
+    }
+    return names;
+  }
+
+  /**
+   * The client and server of this variant on {@code transport}; {@code handshakers} are the
+   * client's and the server's handshaker addresses (used by the ALTS variants).
+   */
+  Stack open(Transport transport, String[] handshakers) throws IOException {
+    switch (this) {
+      case PINLESS_ALTS:
+        return new NettyStack(transport,
+            PinlessServerCredentials.altsBuilder().handshakerAddress(handshakers[1]).build(),
+            PinlessChannelCredentials.altsBuilder().handshakerAddress(handshakers[0]).build());
+      case PINLESS_PLAINTEXT:
+        return new NettyStack(transport,
+            PinlessServerCredentials.insecure(), PinlessChannelCredentials.insecure());
+      case STOCK_PLAINTEXT:
+        return new NettyStack(transport,
+            InsecureServerCredentials.create(), InsecureChannelCredentials.create());
+      case STOCK_ALTS:
+        return new ShadedStack(transport,
+            AltsServerCredentials.newBuilder().enableUntrustedAltsForTesting()
+                .setHandshakerAddressForTesting(handshakers[1]).build(),
+            AltsChannelCredentials.newBuilder().enableUntrustedAltsForTesting()
+                .setHandshakerAddressForTesting(handshakers[0]).build());
+      default:
+        throw new AssertionError(this);
+    }
+  }
+
+  /** A running server, the channels made to it, and the memory they pin. */
+  interface Stack extends AutoCloseable {
+    /** The transport actually used, with a note if it is not the one asked for. */
+    String transportUsed();
+
+    /** Starts the server with {@code service} on a loopback port. */
+    Server start(ServerServiceDefinition service) throws IOException;
+
+    /** A new channel (its own connection) to the started server. */
+    ManagedChannel newChannel();
+
+    /** Direct bytes held by live buffers of the pooled allocator both ends use. */
+    long pinnedDirectBytes();
+
+    /** Pooled direct buffers allocated and not released (both ends). */
+    long activeDirectBuffers();
+
+    @Override
+    void close() throws InterruptedException;
+  }
+
+  private static final int MAX_MESSAGE_BYTES = 256 << 20;
+  private static final short RING_GROUP = 1;
+
+  /** grpc-netty on the project's Netty. */
+  private static final class NettyStack implements Stack {
+    private final Transport transport;
+    private final ServerCredentials serverCreds;
+    private final ChannelCredentials channelCreds;
+    private final PooledByteBufAllocator alloc = PooledByteBufAllocator.DEFAULT;
+    private final EventLoopGroup serverGroup;
+    private final EventLoopGroup clientGroup;
+    private Server server;
+
+    NettyStack(Transport transport, ServerCredentials serverCreds, ChannelCredentials channelCreds) {
+      this.transport = transport;
+      this.serverCreds = serverCreds;
+      this.channelCreds = channelCreds;
+      this.serverGroup = new MultiThreadIoEventLoopGroup(1, ioHandler());
+      this.clientGroup = new MultiThreadIoEventLoopGroup(1, ioHandler());
+    }
+
+    private IoHandlerFactory ioHandler() {
+      switch (transport) {
+        case NIO:
+          return NioIoHandler.newFactory();
+        case EPOLL:
+          return EpollIoHandler.newFactory();
+        default:
+          return IoUringIoHandler.newFactory(new IoUringIoHandlerConfig().setBufferRingConfig(
+              IoUringBufferRingConfig.builder()
+                  .bufferGroupId(RING_GROUP)
+                  .bufferRingSize((short) 64)
+                  .batchSize(16)
+                  .allocator(new IoUringFixedBufferRingAllocator(alloc, ReadOnReadyHandler.MAX_READ_BYTES))
+                  .build()));
+      }
+    }
+
+    @Override
+    public String transportUsed() {
+      return transport.name;
+    }
+
+    @Override
+    public Server start(ServerServiceDefinition service) throws IOException {
+      NettyServerBuilder builder =
+          NettyServerBuilder.forAddress(new InetSocketAddress("127.0.0.1", 0), serverCreds)
+              .bossEventLoopGroup(serverGroup)
+              .workerEventLoopGroup(serverGroup)
+              .channelType(transport == Transport.NIO ? NioServerSocketChannel.class
+                  : transport == Transport.EPOLL ? EpollServerSocketChannel.class
+                  : IoUringServerSocketChannel.class)
+              .withChildOption(ChannelOption.ALLOCATOR, alloc)
+              .directExecutor()
+              .maxInboundMessageSize(MAX_MESSAGE_BYTES)
+              .addService(service);
+      if (transport == Transport.IO_URING) {
+        builder.withChildOption(IoUringChannelOption.IO_URING_BUFFER_GROUP_ID, RING_GROUP);
+      }
+      server = builder.build().start();
+      return server;
+    }
+
+    @Override
+    public ManagedChannel newChannel() {
+      NettyChannelBuilder builder =
+          NettyChannelBuilder.forAddress(new InetSocketAddress("127.0.0.1", server.getPort()), channelCreds)
+              .eventLoopGroup(clientGroup)
+              .channelType(transport == Transport.NIO ? NioSocketChannel.class
+                  : transport == Transport.EPOLL ? EpollSocketChannel.class
+                  : IoUringSocketChannel.class)
+              .withOption(ChannelOption.ALLOCATOR, alloc)
+              .directExecutor()
+              .maxInboundMessageSize(MAX_MESSAGE_BYTES);
+      if (transport == Transport.IO_URING) {
+        builder.withOption(IoUringChannelOption.IO_URING_BUFFER_GROUP_ID, RING_GROUP);
+      }
+      return builder.build();
+    }
+
+    @Override
+    public long pinnedDirectBytes() {
+      return alloc.pinnedDirectMemory();
+    }
+
+    @Override
+    public long activeDirectBuffers() {
+      long n = 0;
+      for (io.netty.buffer.PoolArenaMetric arena : alloc.metric().directArenas()) {
+        n += arena.numActiveAllocations();
+      }
+      return n;
+    }
+
+    @Override
+    public void close() throws InterruptedException {
+      if (server != null) {
+        server.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+      }
+      clientGroup.shutdownGracefully(0, 5, TimeUnit.SECONDS).await(10, TimeUnit.SECONDS);
+      serverGroup.shutdownGracefully(0, 5, TimeUnit.SECONDS).await(10, TimeUnit.SECONDS);
+    }
+  }
+
+  /**
+   * grpc-netty-shaded, which grpc-alts's credentials need, on the same kind of event loops; it
+   * carries no io_uring transport, so io_uring runs it on epoll (and says so).
+   */
+  private static final class ShadedStack implements Stack {
+    private final Transport requested;
+    private final Transport transport;
+    private final ServerCredentials serverCreds;
+    private final ChannelCredentials channelCreds;
+    private final io.grpc.netty.shaded.io.netty.buffer.PooledByteBufAllocator alloc =
+        io.grpc.netty.shaded.io.netty.buffer.PooledByteBufAllocator.DEFAULT;
+    private final io.grpc.netty.shaded.io.netty.channel.EventLoopGroup serverGroup;
+    private final io.grpc.netty.shaded.io.netty.channel.EventLoopGroup clientGroup;
+    private Server server;
+
+    ShadedStack(Transport transport, ServerCredentials serverCreds, ChannelCredentials channelCreds) {
+      this.requested = transport;
+      this.transport = transport == Transport.IO_URING ? Transport.EPOLL : transport;
+      this.serverCreds = serverCreds;
+      this.channelCreds = channelCreds;
+      this.serverGroup = newGroup();
+      this.clientGroup = newGroup();
+    }
+
+    private io.grpc.netty.shaded.io.netty.channel.EventLoopGroup newGroup() {
+      return new io.grpc.netty.shaded.io.netty.channel.MultiThreadIoEventLoopGroup(1,
+          transport == Transport.NIO
+              ? io.grpc.netty.shaded.io.netty.channel.nio.NioIoHandler.newFactory()
+              : io.grpc.netty.shaded.io.netty.channel.epoll.EpollIoHandler.newFactory());
+    }
+
+    @Override
+    public String transportUsed() {
+      return transport == requested
+          ? transport.name : transport.name + " (grpc-netty-shaded has no " + requested.name + ")";
+    }
+
+    @Override
+    public Server start(ServerServiceDefinition service) throws IOException {
+      server = io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder
+          .forAddress(new InetSocketAddress("127.0.0.1", 0), serverCreds)
+          .bossEventLoopGroup(serverGroup)
+          .workerEventLoopGroup(serverGroup)
+          .channelType(transport == Transport.NIO
+              ? io.grpc.netty.shaded.io.netty.channel.socket.nio.NioServerSocketChannel.class
+              : io.grpc.netty.shaded.io.netty.channel.epoll.EpollServerSocketChannel.class)
+          .withChildOption(io.grpc.netty.shaded.io.netty.channel.ChannelOption.ALLOCATOR, alloc)
+          .directExecutor()
+          .maxInboundMessageSize(MAX_MESSAGE_BYTES)
+          .addService(service)
+          .build()
+          .start();
+      return server;
+    }
+
+    @Override
+    public ManagedChannel newChannel() {
+      return io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder
+          .forAddress(new InetSocketAddress("127.0.0.1", server.getPort()), channelCreds)
+          .eventLoopGroup(clientGroup)
+          .channelType(transport == Transport.NIO
+              ? io.grpc.netty.shaded.io.netty.channel.socket.nio.NioSocketChannel.class
+              : io.grpc.netty.shaded.io.netty.channel.epoll.EpollSocketChannel.class)
+          .withOption(io.grpc.netty.shaded.io.netty.channel.ChannelOption.ALLOCATOR, alloc)
+          .directExecutor()
+          .maxInboundMessageSize(MAX_MESSAGE_BYTES)
+          .build();
+    }
+
+    @Override
+    public long pinnedDirectBytes() {
+      return alloc.pinnedDirectMemory();
+    }
+
+    @Override
+    public long activeDirectBuffers() {
+      long n = 0;
+      for (io.grpc.netty.shaded.io.netty.buffer.PoolArenaMetric arena : alloc.metric().directArenas()) {
+        n += arena.numActiveAllocations();
+      }
+      return n;
+    }
+
+    @Override
+    public void close() throws InterruptedException {
+      if (server != null) {
+        server.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+      }
+      clientGroup.shutdownGracefully(0, 5, TimeUnit.SECONDS).await(10, TimeUnit.SECONDS);
+      serverGroup.shutdownGracefully(0, 5, TimeUnit.SECONDS).await(10, TimeUnit.SECONDS);
+    }
+  }
+}

@@ -1,0 +1,301 @@
+package io.pinless.compare;
+
+import com.google.gson.GsonBuilder;
+import com.google.gson.JsonObject;
+import io.grpc.ManagedChannel;
+import java.io.PrintStream;
+import java.lang.ref.ReferenceQueue;
+import java.lang.ref.WeakReference;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.TimeUnit;
+import java.util.function.LongSupplier;
+
+/**
+ * One variant's run, in a JVM of its own (so that pools and JIT state do not mix): the download
+ * loop, the small-message phase and the idle phase, one after the other; the result goes to a
+ * JSON file, progress to standard output.
+ *
+ * <pre>
+ *   VariantRun --variant pinless-alts --handshakers host:port,host:port --result file [phase options]
+ * </pre>
+ */
+public final class VariantRun {
+  /** Lines starting so are progress; {@link Compare} shows them as they come. */
+  static final String PROGRESS = "progress: ";
+  /** How long the idle phase lets connections settle before measuring (pinless sweeps within 1.28 s). */
+  private static final long SETTLE_MILLIS = 2_000;
+  private static final double MB = 1e6;
+  /** Calls (connections) being opened at once in the idle phase. */
+  private static final int OPEN_WINDOW = 16;
+
+  private final Variant variant;
+  private final Options options;
+  private final PrintStream out;
+
+  private VariantRun(Variant variant, Options options, PrintStream out) {
+    this.variant = variant;
+    this.options = options;
+    this.out = out;
+  }
+
+  /** Runs one variant; see the class comment for the arguments. */
+  public static void main(String[] args) throws Exception {
+    if (args.length < 6 || !"--variant".equals(args[0]) || !"--handshakers".equals(args[2])
+        || !"--result".equals(args[4])) {
+      System.err.println("usage: VariantRun --variant v --handshakers a,b --result file [options]");
+      System.exit(2);
+    }
+    Path resultFile = Path.of(args[5]);
+    JsonObject result;
+    int status = 0;
+    try {
+      Variant variant = Variant.byName(args[1]);
+      if (variant == null) {
+        throw new IllegalArgumentException("unknown variant " + args[1]);
+      }
+      Options options = Options.parse(Arrays.copyOfRange(args, 6, args.length));
+      result = new VariantRun(variant, options, System.out).run(args[3].split(","));
+    } catch (Throwable t) {
+      t.printStackTrace();
+      result = new JsonObject();
+      result.addProperty("variant", args[1]);
+      result.addProperty("completed", false);
+      result.addProperty("error", String.valueOf(t));
+      status = 1;
+    }
+    reportLeaks();
+    Files.writeString(resultFile, new GsonBuilder().setPrettyPrinting().create().toJson(result),
+        StandardCharsets.UTF_8);
+    System.out.flush();
+    System.exit(status);
+  }
+
+  private JsonObject run(String[] handshakers) throws Exception {
+    JsonObject result = new JsonObject();
+    result.addProperty("variant", variant.name);
+    try (Variant.Stack stack = variant.open(options.transport, handshakers)) {
+      result.addProperty("transport", stack.transportUsed());
+      stack.start(Workload.service(options.messageBytes));
+      List<ManagedChannel> clients = new ArrayList<>();
+      for (int i = 0; i < options.clients; i++) {
+        clients.add(stack.newChannel());
+      }
+      try {
+        result.add("download", download(stack, clients));
+        result.add("small", small(stack, clients));
+      } finally {
+        shutdown(clients);
+      }
+      result.add("idle", idle(stack));
+    }
+    result.addProperty("completed", true);
+    return result;
+  }
+
+  private JsonObject download(Variant.Stack stack, List<ManagedChannel> clients) throws Exception {
+    progress("download: warming up for %d ms", options.warmupMillis);
+    Workload.downloadLoop(clients, options.objectBytes, options.messageBytes,
+        System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(options.warmupMillis), new Latencies());
+    Latencies latencies = new Latencies();
+    progress("download: %d clients, %d-byte objects in %d-byte messages, for %d ms",
+        options.clients, options.objectBytes, options.messageBytes, options.durationMillis);
+    long start = System.nanoTime();
+    long bytes;
+    try (MemoryMonitor memory = new MemoryMonitor(stack::pinnedDirectBytes);
+        Ticker ticker = new Ticker("download", "objects", latencies::count)) {
+      bytes = Workload.downloadLoop(clients, options.objectBytes, options.messageBytes,
+          start + TimeUnit.MILLISECONDS.toNanos(options.durationMillis), latencies);
+      double seconds = (System.nanoTime() - start) / 1e9;
+      JsonObject o = new JsonObject();
+      o.addProperty("seconds", round(seconds));
+      o.addProperty("objects", latencies.count());
+      o.addProperty("payloadBytes", bytes);
+      o.addProperty("throughputMBps", round(bytes / MB / seconds));
+      o.add("latencyMillis", percentiles(latencies, 1e6));
+      o.add("memory", memory.summary());
+      o.addProperty("heapAllocatedPerPayloadByte", round4((double) memory.allocatedSinceStart() / bytes));
+      progress("download: %.0f MB/s", bytes / MB / seconds);
+      return o;
+    }
+  }
+
+  private JsonObject small(Variant.Stack stack, List<ManagedChannel> clients) throws Exception {
+    byte[] message = new byte[options.smallBytes];
+    Arrays.fill(message, (byte) 'p');
+    progress("small: warming up for %d ms", options.warmupMillis);
+    Workload.echoLoop(clients, message, options.inFlight,
+        System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(options.warmupMillis), new Latencies());
+    Latencies latencies = new Latencies();
+    progress("small: %d clients, %d unary calls of %d bytes each in flight, for %d ms",
+        options.clients, options.inFlight, options.smallBytes, options.durationMillis);
+    long start = System.nanoTime();
+    try (MemoryMonitor memory = new MemoryMonitor(stack::pinnedDirectBytes);
+        Ticker ticker = new Ticker("small", "calls", latencies::count)) {
+      long calls = Workload.echoLoop(clients, message, options.inFlight,
+          start + TimeUnit.MILLISECONDS.toNanos(options.durationMillis), latencies);
+      double seconds = (System.nanoTime() - start) / 1e9;
+      long bytes = 2L * calls * options.smallBytes;
+      JsonObject o = new JsonObject();
+      o.addProperty("seconds", round(seconds));
+      o.addProperty("calls", calls);
+      o.addProperty("callsPerSecond", round(calls / seconds));
+      o.addProperty("payloadBytes", bytes);
+      o.addProperty("throughputMBps", round(bytes / MB / seconds));
+      o.add("latencyMicros", percentiles(latencies, 1e3));
+      o.add("memory", memory.summary());
+      o.addProperty("heapAllocatedPerPayloadByte",
+          round4(bytes == 0 ? 0 : (double) memory.allocatedSinceStart() / bytes));
+      progress("small: %.0f calls/s", calls / seconds);
+      return o;
+    }
+  }
+
+  /** Opens the idle connections, one call each, lets them settle, and measures what they hold. */
+  private JsonObject idle(Variant.Stack stack) throws Exception {
+    int n = options.idleConnections;
+    long heapBefore = MemoryMonitor.heapAfterFullCollection();
+    long pinnedBefore = stack.pinnedDirectBytes();
+    long buffersBefore = stack.activeDirectBuffers();
+    progress("idle: opening %d connections, one call each", n);
+    byte[] message = new byte[options.smallBytes];
+    List<ManagedChannel> channels = new ArrayList<>(n);
+    long start = System.nanoTime();
+    try {
+      openWindowed(stack, n, message, channels);
+      double openSeconds = (System.nanoTime() - start) / 1e9;
+      progress("idle: %d connections made their call in %.1f s; letting them settle %d ms",
+          n, openSeconds, SETTLE_MILLIS);
+      Thread.sleep(SETTLE_MILLIS);
+      long heap = MemoryMonitor.heapAfterFullCollection() - heapBefore;
+      long pinned = stack.pinnedDirectBytes() - pinnedBefore;
+      long buffers = stack.activeDirectBuffers() - buffersBefore;
+      JsonObject o = new JsonObject();
+      o.addProperty("connections", n);
+      o.addProperty("openSeconds", round(openSeconds));
+      o.addProperty("bytesPerConnection", (heap + pinned) / n);
+      o.addProperty("heapBytesPerConnection", heap / n);
+      o.addProperty("pooledDirectPinnedBytesPerConnection", pinned / n);
+      o.addProperty("pooledDirectBuffersPerConnection", round4((double) buffers / n));
+      progress("idle: %d bytes per connection (heap %d, pooled direct %d)",
+          (heap + pinned) / n, heap / n, pinned / n);
+      return o;
+    } finally {
+      shutdown(channels);
+    }
+  }
+
+  /**
+   * Opens {@code n} channels, each making one call, with at most {@value #OPEN_WINDOW} calls
+   * outstanding. The window keeps grpc-alts working with both ends in one JVM: its cap on
+   * concurrent handshakes (32) is one per process, shared by client and server, so more than 32
+   * connections handshaking at once in one process deadlock it (client ends hold every permit
+   * while waiting for server ends that wait for one).
+   */
+  private static void openWindowed(Variant.Stack stack, int n, byte[] message,
+      List<ManagedChannel> channels) throws Exception {
+    java.util.concurrent.Semaphore window = new java.util.concurrent.Semaphore(OPEN_WINDOW);
+    java.util.concurrent.atomic.AtomicReference<Throwable> failure =
+        new java.util.concurrent.atomic.AtomicReference<>();
+    for (int i = 0; i < n && failure.get() == null; i++) {
+      if (!window.tryAcquire(2, TimeUnit.MINUTES)) {
+        throw new IllegalStateException("no call of the idle phase completed in 2 minutes");
+      }
+      ManagedChannel channel = stack.newChannel();
+      channels.add(channel);
+      Workload.echo(channel, message).whenComplete((ignored, t) -> {
+        if (t != null) {
+          failure.compareAndSet(null, t);
+        }
+        window.release();
+      });
+    }
+    if (!window.tryAcquire(OPEN_WINDOW, 2, TimeUnit.MINUTES)) {
+      throw new IllegalStateException("the idle phase's last calls did not complete in 2 minutes");
+    }
+    if (failure.get() != null) {
+      throw new IllegalStateException("a call of the idle phase failed", failure.get());
+    }
+  }
+
+  private static void shutdown(List<ManagedChannel> channels) throws InterruptedException {
+    for (ManagedChannel channel : channels) {
+      channel.shutdownNow();
+    }
+    for (ManagedChannel channel : channels) {
+      channel.awaitTermination(10, TimeUnit.SECONDS);
+    }
+  }
+
+  private static JsonObject percentiles(Latencies latencies, double unitNanos) {
+    JsonObject o = new JsonObject();
+    o.addProperty("p50", round(latencies.percentileNanos(50) / unitNanos));
+    o.addProperty("p90", round(latencies.percentileNanos(90) / unitNanos));
+    o.addProperty("p99", round(latencies.percentileNanos(99) / unitNanos));
+    return o;
+  }
+
+  private static double round(double v) {
+    return Math.round(v * 10) / 10.0;
+  }
+
+  private static double round4(double v) {
+    return Math.round(v * 10_000) / 10_000.0;
+  }
+
+  private void progress(String format, Object... args) {
+    out.println(PROGRESS + String.format(Locale.ROOT, format, args));
+    out.flush();
+  }
+
+  /** Prints how far a phase has come every two seconds. */
+  private final class Ticker implements AutoCloseable {
+    private final Thread thread;
+
+    Ticker(String phase, String unit, LongSupplier done) {
+      long start = System.nanoTime();
+      thread = new Thread(() -> {
+        try {
+          while (true) {
+            Thread.sleep(2_000);
+            progress("%s: %.0f s, %d %s so far", phase, (System.nanoTime() - start) / 1e9,
+                done.getAsLong(), unit);
+          }
+        } catch (InterruptedException e) {
+          // the phase is over
+        }
+      }, "pinless-compare-progress");
+      thread.setDaemon(true);
+      thread.start();
+    }
+
+    @Override
+    public void close() throws InterruptedException {
+      thread.interrupt();
+      thread.join();
+    }
+  }
+
+  /**
+   * Makes Netty's leak detectors (both Netty copies) report what was collected unreleased: after
+   * a collection, each tracked allocation polls its detector's queue. {@link Compare} counts the
+   * reports in this JVM's output.
+   */
+  private static void reportLeaks() throws InterruptedException {
+    for (int round = 0; round < 3; round++) {
+      ReferenceQueue<Object> queue = new ReferenceQueue<>();
+      WeakReference<Object> sentinel = new WeakReference<>(new Object(), queue);
+      while (queue.remove(100) == null) {
+        System.gc();
+      }
+      sentinel.clear();
+      io.netty.buffer.PooledByteBufAllocator.DEFAULT.directBuffer(1).release();
+      io.grpc.netty.shaded.io.netty.buffer.PooledByteBufAllocator.DEFAULT.directBuffer(1).release();
+    }
+  }
+}
