@@ -1,0 +1,145 @@
+package io.pinless.compare;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.google.gson.JsonElement;
+import com.google.gson.JsonObject;
+import com.google.gson.JsonParser;
+import java.awt.image.BufferedImage;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import javax.imageio.ImageIO;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * {@code pinless compare} in a short mode: every variant runs in its own JVM (with this JVM's
+ * leak detector level, PARANOID under Maven) through every phase, and the report has every field.
+ */
+class CompareTest {
+  /** Fields every variant's result must have, with a number (checked independently of Report). */
+  private static final List<String> NUMBERS = List.of(
+      "download.throughputMBps", "download.objects", "download.payloadBytes",
+      "download.latencyMillis.p50", "download.latencyMillis.p90", "download.latencyMillis.p99",
+      "download.memory.inUseAvgBytes", "download.memory.inUsePeakBytes",
+      "download.memory.heapAfterGcAvgBytes", "download.memory.heapAfterGcPeakBytes",
+      "download.memory.pooledDirectPinnedAvgBytes", "download.memory.pooledDirectPinnedPeakBytes",
+      "download.heapAllocatedPerPayloadByte",
+      "small.callsPerSecond", "small.calls", "small.throughputMBps",
+      "small.latencyMicros.p50", "small.latencyMicros.p90", "small.latencyMicros.p99",
+      "small.memory.inUseAvgBytes", "small.memory.inUsePeakBytes",
+      "small.heapAllocatedPerPayloadByte",
+      "idle.connections", "idle.bytesPerConnection", "idle.heapBytesPerConnection",
+      "idle.pooledDirectPinnedBytesPerConnection", "idle.openSeconds");
+
+  @Test
+  void shortRunCompletesEveryVariantAndWritesJsonAndPng(@TempDir Path dir) throws Exception {
+    ByteArrayOutputStream shown = new ByteArrayOutputStream();
+    JsonObject returned = Compare.run(new PrintStream(shown, true, StandardCharsets.UTF_8),
+        "--quick", "--duration", "1s", "--warmup", "300ms", "--clients", "2",
+        "--idle-connections", "40", "--object-size", "8MiB", "--message-size", "2MiB",
+        "--out", dir.toString());
+    String output = shown.toString(StandardCharsets.UTF_8);
+    assertNotNull(returned, output);
+
+    JsonObject report = JsonParser.parseString(
+        Files.readString(dir.resolve("report.json"), StandardCharsets.UTF_8)).getAsJsonObject();
+    List<String> names = new ArrayList<>();
+    for (JsonElement e : report.getAsJsonArray("variants")) {
+      JsonObject v = e.getAsJsonObject();
+      String name = v.get("variant").getAsString();
+      names.add(name);
+      assertTrue(v.get("completed").getAsBoolean(), name + " did not complete: " + v + "\n" + output);
+      assertEquals(0, v.get("leaks").getAsInt(), name + " leaked; see its log in " + dir);
+      for (String path : NUMBERS) {
+        assertTrue(number(v, path) >= 0, name + " has no " + path);
+      }
+      assertTrue(number(v, "download.throughputMBps") > 0, name);
+      assertTrue(number(v, "small.calls") > 0, name);
+      assertEquals(0, (long) number(v, "download.payloadBytes") % (8 << 20), name + ": whole objects only");
+      assertEquals(40, (int) number(v, "idle.connections"), name);
+      assertTrue(number(v, "download.latencyMillis.p50") <= number(v, "download.latencyMillis.p99"), name);
+    }
+    assertEquals(List.of("pinless-alts", "stock-alts", "stock-plaintext"), names);
+    assertEquals(2, report.getAsJsonArray("ratios").size());
+    JsonObject ratio = report.getAsJsonArray("ratios").get(0).getAsJsonObject();
+    assertEquals("stock-alts", ratio.get("baseline").getAsString());
+    assertTrue(ratio.get("download.throughputMBps").getAsDouble() > 0);
+    for (String key : List.of("generated", "command", "machine", "options")) {
+      assertTrue(report.has(key), "report has no " + key);
+    }
+    assertEquals(40, report.getAsJsonObject("options").get("idleConnections").getAsInt());
+
+    byte[] png = Files.readAllBytes(dir.resolve("report.png"));
+    assertEquals((byte) 0x89, png[0]);
+    assertEquals("PNG", new String(png, 1, 3, StandardCharsets.US_ASCII));
+    BufferedImage image = ImageIO.read(dir.resolve("report.png").toFile());
+    assertTrue(image.getWidth() >= 800 && image.getHeight() >= 450);
+
+    assertTrue(output.contains("download throughput (MB/s)"), output);
+    assertTrue(output.contains("[pinless-alts] idle:"), "progress is shown:\n" + output);
+  }
+
+  private static double number(JsonObject o, String path) {
+    JsonElement e = o;
+    for (String key : path.split("\\.")) {
+      if (!e.isJsonObject() || !e.getAsJsonObject().has(key)) {
+        return -1;
+      }
+      e = e.getAsJsonObject().get(key);
+    }
+    return e.getAsDouble();
+  }
+
+  @Test
+  void badOptionsAreOneLineEach() {
+    String[][] bad = {
+      {"--bogus"}, {"--clients", "x"}, {"--clients", "0"}, {"--transport", "carrier-pigeon"},
+      {"--duration"}, {"--duration", "soon"}, {"--variants", "pinless-alts,mystery"},
+      {"--object-size", "3MiB", "--message-size", "2MiB"}, {"--variants", "stock-alts,stock-alts"},
+    };
+    for (String[] args : bad) {
+      Options.UsageException e = assertThrows(Options.UsageException.class, () -> Options.parse(args),
+          String.join(" ", args));
+      assertFalse(e.getMessage().contains("\n"), e.getMessage());
+    }
+  }
+
+  @Test
+  void quickShortensPhasesAndExplicitOptionsWin() throws Exception {
+    Options quick = Options.parse("--quick");
+    Options normal = Options.parse();
+    assertTrue(quick.durationMillis < normal.durationMillis);
+    assertTrue(quick.idleConnections < normal.idleConnections);
+    assertEquals(7_000, Options.parse("--duration", "7s", "--quick").durationMillis);
+    assertEquals(500, Options.parse("--quick", "--warmup=500ms").warmupMillis);
+    assertEquals(64 << 20, Options.parse("--object-size", "64MiB").objectBytes);
+    assertEquals(List.of(Variant.STOCK_PLAINTEXT, Variant.PINLESS_PLAINTEXT),
+        Options.parse("--variants", "stock-plaintext,pinless-plaintext").variants);
+    assertEquals(Transport.IO_URING, Options.parse("--transport", "io_uring").transport);
+  }
+
+  @Test
+  void theCommandPrintsUsageNotAStackTraceOnABadOption() throws Exception {
+    Process p = new ProcessBuilder(
+            Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+            "-cp", System.getProperty("java.class.path"), Compare.class.getName(), "--bogus")
+        .redirectErrorStream(true)
+        .start();
+    String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+    assertTrue(p.waitFor(60, TimeUnit.SECONDS));
+    assertEquals(2, p.exitValue(), out);
+    assertTrue(out.startsWith("pinless compare: unknown option --bogus\nusage:"), out);
+    assertFalse(out.contains("\tat "), out);
+  }
+}
