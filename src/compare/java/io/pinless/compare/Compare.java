@@ -89,7 +89,7 @@ public final class Compare {
     JsonObject report = new JsonObject();
     report.addProperty("tool", "pinless compare");
     report.addProperty("generated", Instant.now().truncatedTo(ChronoUnit.SECONDS).toString());
-    report.addProperty("command", "java -jar target/pinless-compare.jar " + String.join(" ", args));
+    report.addProperty("command", ("java -jar target/pinless-compare.jar " + String.join(" ", args)).trim());
     report.add("machine", machine());
     report.add("options", options(options));
     JsonArray variants = new JsonArray();
@@ -115,7 +115,8 @@ public final class Compare {
     Report.printTable(report, out);
     Path json = Report.writeJson(report, options.out);
     Path png = Report.writeChart(report, options.out);
-    out.printf(Locale.ROOT, "%nwrote %s and %s%n", json, png);
+    Path md = Report.writeMarkdown(report, options.out);
+    out.printf(Locale.ROOT, "%nwrote %s, %s and %s%n", json, png, md);
     return report;
   }
 
@@ -125,14 +126,8 @@ public final class Compare {
     Path resultFile = options.out.resolve(variant.name + ".json");
     Path logFile = options.out.resolve(variant.name + ".log");
     Files.deleteIfExists(resultFile);
-    String leakLevel = System.getProperty("io.netty.leakDetection.level", "disabled");
-    List<String> command = new ArrayList<>(List.of(
-        Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-        "-Xms" + HEAP, "-Xmx" + HEAP, "-XX:+UseG1GC", "-Djava.awt.headless=true",
-        "-Dio.netty.leakDetection.level=" + leakLevel,
-        "-Dio.grpc.netty.shaded.io.netty.leakDetection.level=" + leakLevel,
-        "-cp", System.getProperty("java.class.path"),
-        VariantRun.class.getName(),
+    List<String> command = javaCommand(VariantRun.class);
+    command.addAll(List.of(
         "--variant", variant.name, "--handshakers", handshakers, "--result", resultFile.toString()));
     command.addAll(options.childArgs());
     out.printf(Locale.ROOT, "%n[%s] starting in its own JVM (-Xmx%s)%n", variant.name, HEAP);
@@ -172,6 +167,21 @@ public final class Compare {
       out.printf(Locale.ROOT, "[%s] %d leak(s) reported by Netty: see %s%n", variant.name, leaks.get(), logFile);
     }
     return result;
+  }
+
+  /**
+   * The command that runs {@code main} in a JVM of its own, with this JVM's class path, the heap
+   * every variant gets, and this JVM's leak detector level (both Netty copies; off if unset).
+   */
+  static List<String> javaCommand(Class<?> main) {
+    String leakLevel = System.getProperty("io.netty.leakDetection.level", "disabled");
+    return new ArrayList<>(List.of(
+        Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+        "-Xms" + HEAP, "-Xmx" + HEAP, "-XX:+UseG1GC", "-Djava.awt.headless=true",
+        "-Dio.netty.leakDetection.level=" + leakLevel,
+        "-Dio.grpc.netty.shaded.io.netty.leakDetection.level=" + leakLevel,
+        "-cp", System.getProperty("java.class.path"),
+        main.getName()));
   }
 
   /** Copies a variant's output to its log, shows its progress lines, counts leak reports. */

@@ -154,6 +154,54 @@ final class Report {
     out.println(leaks);
   }
 
+  /** Writes {@code report.md}: the table as Markdown, with the date and the command, for a README. */
+  static Path writeMarkdown(JsonObject report, Path dir) throws IOException {
+    List<JsonObject> variants = new ArrayList<>();
+    report.getAsJsonArray("variants").forEach(e -> variants.add(e.getAsJsonObject()));
+    List<JsonObject> ratios = new ArrayList<>();
+    report.getAsJsonArray("ratios").forEach(e -> ratios.add(e.getAsJsonObject()));
+    StringBuilder md = new StringBuilder();
+    md.append(String.format(Locale.ROOT, "`%s`, %s, %s cores, %s, transport %s:%n%n",
+        report.get("command").getAsString(), report.get("generated").getAsString(),
+        report.getAsJsonObject("machine").get("cores").getAsString(),
+        report.getAsJsonObject("machine").get("java").getAsString(),
+        report.getAsJsonObject("options").get("transport").getAsString()));
+    StringBuilder rule = new StringBuilder("| --- |");
+    md.append("| |");
+    for (JsonObject v : variants) {
+      md.append(' ').append(v.get("variant").getAsString()).append(" |");
+      rule.append(" ---: |");
+    }
+    for (JsonObject r : ratios) {
+      md.append(' ').append(r.get("variant").getAsString()).append(" / ")
+          .append(r.get("baseline").getAsString()).append(" |");
+      rule.append(" ---: |");
+    }
+    md.append('\n').append(rule).append('\n');
+    for (Metric m : METRICS) {
+      md.append("| ").append(m.label().trim())
+          .append(m.higherIsBetter() ? ", higher is better" : ", lower is better").append(" |");
+      for (JsonObject v : variants) {
+        double value = m.value(v);
+        md.append(' ').append(Double.isNaN(value) ? "-" : String.format(Locale.ROOT, m.format(), value)).append(" |");
+      }
+      for (JsonObject r : ratios) {
+        JsonElement ratio = r.get(m.path());
+        md.append(' ').append(ratio == null ? "-" : String.format(Locale.ROOT, "%.2f", ratio.getAsDouble())).append(" |");
+      }
+      md.append('\n');
+    }
+    md.append("| leaks reported by Netty |");
+    for (JsonObject v : variants) {
+      md.append(' ').append(v.has("leaks") ? v.get("leaks").getAsString() : "-").append(" |");
+    }
+    md.append(" |".repeat(ratios.size())).append('\n');
+    Files.createDirectories(dir);
+    Path file = dir.resolve("report.md");
+    Files.writeString(file, md, StandardCharsets.UTF_8);
+    return file;
+  }
+
   private static String shortName(String variant) {
     return variant.replace("pinless-", "p-").replace("stock-", "s-");
   }

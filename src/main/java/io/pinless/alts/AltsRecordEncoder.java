@@ -38,13 +38,16 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
   private final RecordCipher cipher;
   private final AltsCounter counter;
   private final int maxPayload;
-  /** Written and not yet flushed: buffers and their promises, in order. */
-  private final ArrayDeque<ByteBuf> pending = new ArrayDeque<>();
-  private final ArrayDeque<ChannelPromise> pendingPromises = new ArrayDeque<>();
+  /**
+   * Written and not yet flushed: buffers and their promises, in order. Small at first: an idle
+   * connection keeps them.
+   */
+  private final ArrayDeque<ByteBuf> pending = new ArrayDeque<>(4);
+  private final ArrayDeque<ChannelPromise> pendingPromises = new ArrayDeque<>(4);
   /** Bytes readable in {@link #pending}. */
   private long pendingBytes;
   /** Scratch: the NIO views of one frame's plaintext. */
-  private ByteBuffer[] views = new ByteBuffer[8];
+  private ByteBuffer[] views = new ByteBuffer[2];
   /** Scratch: the promises of writes that end in the frame being built. */
   private final List<ChannelPromise> ending = new ArrayList<>();
   /** The first fatal error; every later write fails with it. */

@@ -1,5 +1,6 @@
 package io.pinless.alts;
 
+import io.netty.util.concurrent.FastThreadLocal;
 import java.nio.ByteBuffer;
 import java.security.GeneralSecurityException;
 import java.util.Arrays;
@@ -14,8 +15,9 @@ import javax.crypto.spec.SecretKeySpec;
  *   <li>{@code ALTSRP_GCM_AES128}: key = the 16-byte key; nonce = counter.
  *   <li>{@code ALTSRP_GCM_AES128_REKEY}: key bytes {@code kdf[32] || mask[12]}; record key =
  *       first 16 bytes of HMAC-SHA256(kdf, counter[2..8) || 0x01), derived again only when
- *       counter bytes 2..7 change (every 2^16 records) with one reused {@link Mac}; nonce =
- *       counter XOR mask.
+ *       counter bytes 2..7 change (every 2^16 records) with a {@link Mac} reused by every
+ *       connection of the thread (keyed for the derivation and wiped after it, so an idle
+ *       connection holds no HMAC state); nonce = counter XOR mask.
  * </ul>
  */
 final class RecordCipher {
@@ -26,8 +28,18 @@ final class RecordCipher {
   private final AesGcm aes;
   /** The rekey protocol's KDF key and nonce mask ({@code kdf || mask}); null for AES128. */
   private final byte[] rekeyMaterial;
-  /** HMAC-SHA256 keyed with the KDF key; null for AES128. */
-  private final Mac kdf;
+  /** Per thread: the HMAC-SHA256 that derives record keys, keyed only while it does. */
+  private static final FastThreadLocal<Mac> KDF =
+      new FastThreadLocal<>() {
+        @Override
+        protected Mac initialValue() throws GeneralSecurityException {
+          return Mac.getInstance("HmacSHA256");
+        }
+      };
+
+  /** What the thread's {@link #KDF} is keyed with between derivations. */
+  private static final SecretKeySpec ZERO_KDF_KEY =
+      new SecretKeySpec(new byte[KDF_KEY_BYTES], "HmacSHA256");
   /** The counter bytes 2..7 that {@link #recordKey} was derived for (rekey only). */
   private final byte[] keyCounter = new byte[6];
   /** Scratch: the masked nonce (rekey only). */
@@ -52,16 +64,9 @@ final class RecordCipher {
             "ALTSRP_GCM_AES128 needs a 16-byte key, got " + key.length);
       }
       this.rekeyMaterial = null;
-      this.kdf = null;
       this.recordKey = new SecretKeySpec(key, 0, AES128_KEY_BYTES, "AES");
     } else {
       this.rekeyMaterial = Arrays.copyOf(key, KDF_KEY_BYTES + NONCE_BYTES);
-      try {
-        this.kdf = Mac.getInstance("HmacSHA256");
-        kdf.init(new SecretKeySpec(rekeyMaterial, 0, KDF_KEY_BYTES, "HmacSHA256"));
-      } catch (GeneralSecurityException e) {
-        throw new IllegalStateException("HmacSHA256 is not available", e);
-      }
       deriveKey(new byte[NONCE_BYTES]);
     }
   }
@@ -104,17 +109,12 @@ final class RecordCipher {
     destroyed = true;
     if (rekeyMaterial != null) {
       Arrays.fill(rekeyMaterial, (byte) 0);
-      try {
-        // Overwrite the HMAC's keyed state with a key of zeros.
-        kdf.init(new SecretKeySpec(new byte[KDF_KEY_BYTES], "HmacSHA256"));
-      } catch (GeneralSecurityException e) {
-        // The Mac was keyed before with the same algorithm: this cannot fail.
-        throw new IllegalStateException(e);
-      }
     }
     Arrays.fill(macOut, (byte) 0);
     Arrays.fill(nonce, (byte) 0);
     recordKey = null;
+    // The thread's cipher may still hold this connection's last record key.
+    aes.forget();
   }
 
   private SecretKeySpec prepare(byte[] counter) {
@@ -148,12 +148,16 @@ final class RecordCipher {
 
   private void deriveKey(byte[] counter) {
     System.arraycopy(counter, 2, keyCounter, 0, 6);
-    kdf.update(counter, 2, 6);
-    kdf.update((byte) 0x01);
+    Mac kdf = KDF.get();
     try {
+      kdf.init(new SecretKeySpec(rekeyMaterial, 0, KDF_KEY_BYTES, "HmacSHA256"));
+      kdf.update(counter, 2, 6);
+      kdf.update((byte) 0x01);
       kdf.doFinal(macOut, 0);
+      // Leave no key of this connection in the thread's HMAC.
+      kdf.init(ZERO_KDF_KEY);
     } catch (GeneralSecurityException e) {
-      throw new IllegalStateException("HMAC output buffer too small", e);
+      throw new IllegalStateException("HmacSHA256 refused a 32-byte key or its output buffer", e);
     }
     recordKey = new SecretKeySpec(macOut, 0, AES128_KEY_BYTES, "AES");
     Arrays.fill(macOut, (byte) 0);
