@@ -114,7 +114,21 @@ enum Variant {
     Server start(ServerServiceDefinition service) throws IOException;
 
     /** A new channel (its own connection) to the started server. */
-    ManagedChannel newChannel();
+    default ManagedChannel newChannel() {
+      return newChannel(serverPort());
+    }
+
+    /** A new channel (its own connection) to a server of this variant on loopback {@code port}. */
+    ManagedChannel newChannel(int port);
+
+    /** The started server's port. */
+    int serverPort();
+
+    /** The client event loop (to watch for stalls). */
+    java.util.concurrent.ScheduledExecutorService clientLoop();
+
+    /** The server event loop (to watch for stalls). */
+    java.util.concurrent.ScheduledExecutorService serverLoop();
 
     /** Direct bytes held by live buffers of the pooled allocator both ends use. */
     long pinnedDirectBytes();
@@ -190,9 +204,24 @@ enum Variant {
     }
 
     @Override
-    public ManagedChannel newChannel() {
+    public int serverPort() {
+      return server.getPort();
+    }
+
+    @Override
+    public java.util.concurrent.ScheduledExecutorService clientLoop() {
+      return clientGroup.next();
+    }
+
+    @Override
+    public java.util.concurrent.ScheduledExecutorService serverLoop() {
+      return serverGroup.next();
+    }
+
+    @Override
+    public ManagedChannel newChannel(int port) {
       NettyChannelBuilder builder =
-          NettyChannelBuilder.forAddress(new InetSocketAddress("127.0.0.1", server.getPort()), channelCreds)
+          NettyChannelBuilder.forAddress(new InetSocketAddress("127.0.0.1", port), channelCreds)
               .eventLoopGroup(clientGroup)
               .channelType(transport == Transport.NIO ? NioSocketChannel.class
                   : transport == Transport.EPOLL ? EpollSocketChannel.class
@@ -286,9 +315,24 @@ enum Variant {
     }
 
     @Override
-    public ManagedChannel newChannel() {
+    public int serverPort() {
+      return server.getPort();
+    }
+
+    @Override
+    public java.util.concurrent.ScheduledExecutorService clientLoop() {
+      return clientGroup.next();
+    }
+
+    @Override
+    public java.util.concurrent.ScheduledExecutorService serverLoop() {
+      return serverGroup.next();
+    }
+
+    @Override
+    public ManagedChannel newChannel(int port) {
       return io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder
-          .forAddress(new InetSocketAddress("127.0.0.1", server.getPort()), channelCreds)
+          .forAddress(new InetSocketAddress("127.0.0.1", port), channelCreds)
           .eventLoopGroup(clientGroup)
           .channelType(transport == Transport.NIO
               ? io.grpc.netty.shaded.io.netty.channel.socket.nio.NioSocketChannel.class

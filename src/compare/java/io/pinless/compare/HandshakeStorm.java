@@ -1,0 +1,277 @@
+package io.pinless.compare;
+
+import com.google.gson.JsonObject;
+import com.google.gson.JsonParser;
+import io.grpc.ManagedChannel;
+import io.grpc.Server;
+import io.pinless.alts.handshake.LocalHandshakerMain;
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * Many ALTS connections handshaking at once: for pinless ALTS and grpc-alts, a server in one JVM
+ * and a client in another (grpc-alts caps concurrent handshakes per process, and a client and a
+ * server sharing one process and one cap can deadlock), the client opens N connections at the
+ * same moment, each making one 1 KiB call. Measured: the time until every call has completed
+ * (every connection READY and used once), and the longest stall of the client's and the
+ * server's event loop (a task due every millisecond, and how late it ran).
+ *
+ * <pre>
+ *   mvn -q -DskipTests package &amp;&amp; java -cp target/pinless-compare.jar io.pinless.compare.HandshakeStorm [connections] [transport]
+ * </pre>
+ */
+public final class HandshakeStorm {
+  private static final long PROBE_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
+  private static final int WARM_UP_CONNECTIONS = 200;
+
+  private HandshakeStorm() {}
+
+  /** Runs both variants (or, with {@code --serve} / {@code --connect}, one end of one). */
+  public static void main(String[] args) throws Exception {
+    if (args.length > 0 && args[0].equals("--serve")) {
+      serve(Variant.byName(args[1]), args[2], Transport.byName(args[3]));
+      return;
+    }
+    if (args.length > 0 && args[0].equals("--connect")) {
+      connect(Variant.byName(args[1]), args[2], Transport.byName(args[3]),
+          Integer.parseInt(args[4]), Integer.parseInt(args[5]));
+      return;
+    }
+    int connections = args.length > 0 ? Integer.parseInt(args[0]) : 500;
+    Transport transport = args.length > 1 ? Transport.byName(args[1]) : Transport.NIO;
+    if (connections < 1 || transport == null) {
+      System.err.println("usage: HandshakeStorm [connections >= 1] [nio|epoll|io_uring]");
+      System.exit(2);
+    }
+    List<JsonObject> results = run(connections, transport, System.out);
+    System.exit(results.stream().allMatch(r -> r.get("failed").getAsInt() == 0) ? 0 : 1);
+  }
+
+  /** Runs the storm for pinless ALTS and grpc-alts and prints a table; returns their results. */
+  static List<JsonObject> run(int connections, Transport transport, PrintStream out)
+      throws Exception {
+    Server clientHandshaker = LocalHandshakerMain.start(0, "client-sa");
+    Server serverHandshaker = LocalHandshakerMain.start(0, "server-sa");
+    List<JsonObject> results = new ArrayList<>();
+    try {
+      for (Variant variant : List.of(Variant.PINLESS_ALTS, Variant.STOCK_ALTS)) {
+        out.printf(Locale.ROOT, "[%s] %d connections handshaking at once...%n", variant.name, connections);
+        results.add(runOne(variant, transport, connections,
+            LocalHandshakerMain.hostAndPort(clientHandshaker),
+            LocalHandshakerMain.hostAndPort(serverHandshaker)));
+      }
+    } finally {
+      clientHandshaker.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+      serverHandshaker.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+    }
+    out.printf(Locale.ROOT, "%n%d connections at once, %s, client and server in separate JVMs:%n",
+        connections, transport.name);
+    out.printf(Locale.ROOT, "%-14s %16s %8s %30s %30s%n", "variant", "all called (s)", "failed",
+        "client loop stall (ms, on CPU)", "server loop stall (ms, on CPU)");
+    for (JsonObject r : results) {
+      out.printf(Locale.ROOT, "%-14s %16.2f %8d %30s %30s%n", r.get("variant").getAsString(),
+          r.get("seconds").getAsDouble(), r.get("failed").getAsInt(),
+          r.get("clientStallMillis").getAsDouble() + " (" + r.get("clientStallCpuMillis").getAsDouble() + ")",
+          r.get("serverStallMillis").getAsDouble() + " (" + r.get("serverStallCpuMillis").getAsDouble() + ")");
+    }
+    out.printf(Locale.ROOT, "grpc-alts time / pinless time: %.2f%n",
+        results.get(1).get("seconds").getAsDouble() / results.get(0).get("seconds").getAsDouble());
+    return results;
+  }
+
+  private static JsonObject runOne(Variant variant, Transport transport, int connections,
+      String clientHandshaker, String serverHandshaker) throws Exception {
+    List<String> serve = Compare.javaCommand(HandshakeStorm.class);
+    serve.addAll(List.of("--serve", variant.name, serverHandshaker, transport.name));
+    Process server = new ProcessBuilder(serve).redirectErrorStream(true).start();
+    try (BufferedReader serverOut = new BufferedReader(
+        new InputStreamReader(server.getInputStream(), StandardCharsets.UTF_8))) {
+      int port = Integer.parseInt(awaitLine(serverOut, "port ").trim());
+      List<String> connect = Compare.javaCommand(HandshakeStorm.class);
+      connect.addAll(List.of("--connect", variant.name, clientHandshaker, transport.name,
+          Integer.toString(port), Integer.toString(connections)));
+      Process client = new ProcessBuilder(connect).redirectErrorStream(true).start();
+      JsonObject result;
+      try (BufferedReader clientOut = new BufferedReader(
+          new InputStreamReader(client.getInputStream(), StandardCharsets.UTF_8))) {
+        // Both ends warmed up: the server starts watching its loop, then the storm starts.
+        awaitLine(clientOut, "warmed");
+        tell(server, "measure");
+        awaitLine(serverOut, "measuring");
+        tell(client, "go");
+        result = JsonParser.parseString(awaitLine(clientOut, "result ")).getAsJsonObject();
+      } finally {
+        client.destroy();
+        client.waitFor(30, TimeUnit.SECONDS);
+      }
+      tell(server, "stop");
+      String[] stall = awaitLine(serverOut, "stall-ms ").split(" ");
+      result.addProperty("serverStallMillis", Math.round(Double.parseDouble(stall[0]) * 10) / 10.0);
+      result.addProperty("serverStallCpuMillis", Math.round(Double.parseDouble(stall[1]) * 10) / 10.0);
+      result.addProperty("variant", variant.name);
+      return result;
+    } finally {
+      server.destroy();
+      server.waitFor(30, TimeUnit.SECONDS);
+    }
+  }
+
+  private static void tell(Process process, String line) throws IOException {
+    process.getOutputStream().write((line + "\n").getBytes(StandardCharsets.US_ASCII));
+    process.getOutputStream().flush();
+  }
+
+  /** Reads lines until one starts with {@code prefix}; returns the rest of it. */
+  private static String awaitLine(BufferedReader in, String prefix) throws IOException {
+    StringBuilder seen = new StringBuilder();
+    for (String line; (line = in.readLine()) != null; ) {
+      if (line.startsWith(prefix)) {
+        return line.substring(prefix.length());
+      }
+      seen.append(line).append('\n');
+      if (seen.length() > 20_000) {
+        seen.delete(0, seen.length() - 10_000);
+      }
+    }
+    throw new IOException("the other JVM ended before saying '" + prefix + "'; its output:\n" + seen);
+  }
+
+  /**
+   * The server JVM: prints its port, watches its loop from the first line on standard input,
+   * and reports the longest stall at the second.
+   */
+  private static void serve(Variant variant, String handshaker, Transport transport) throws Exception {
+    try (Variant.Stack stack = variant.open(transport, new String[] {handshaker, handshaker})) {
+      stack.start(Workload.service(1024));
+      System.out.println("port " + stack.serverPort());
+      System.out.flush();
+      BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.US_ASCII));
+      in.readLine();
+      StallProbe probe = new StallProbe(stack.serverLoop());
+      System.out.println("measuring");
+      System.out.flush();
+      in.readLine();
+      System.out.println("stall-ms " + probe.stop() / 1e6 + " " + probe.cpuOfLongestStallNanos() / 1e6);
+      System.out.flush();
+    }
+    System.exit(0);
+  }
+
+  /** The client JVM: one connection to warm up, then the storm; prints its result as JSON. */
+  private static void connect(Variant variant, String handshaker, Transport transport, int port,
+      int connections) throws Exception {
+    JsonObject result = new JsonObject();
+    try (Variant.Stack stack = variant.open(transport, new String[] {handshaker, handshaker})) {
+      byte[] message = new byte[1024];
+      // Warm-up: a smaller storm, not measured, so that the storm measured is not class loading
+      // and the interpreter.
+      List<ManagedChannel> warmUp = new ArrayList<>();
+      List<CompletableFuture<Void>> warmUpCalls = new ArrayList<>();
+      for (int i = 0; i < Math.min(connections, WARM_UP_CONNECTIONS); i++) {
+        ManagedChannel channel = stack.newChannel(port);
+        warmUp.add(channel);
+        warmUpCalls.add(Workload.echo(channel, message));
+      }
+      CompletableFuture.allOf(warmUpCalls.toArray(new CompletableFuture<?>[0])).get(5, TimeUnit.MINUTES);
+      shutdown(warmUp);
+      System.out.println("warmed");
+      System.out.flush();
+      new BufferedReader(new InputStreamReader(System.in, StandardCharsets.US_ASCII)).readLine();
+      StallProbe probe = new StallProbe(stack.clientLoop());
+      List<ManagedChannel> channels = new ArrayList<>(connections);
+      List<CompletableFuture<Void>> calls = new ArrayList<>(connections);
+      AtomicInteger failed = new AtomicInteger();
+      AtomicLong lastDone = new AtomicLong();
+      long start = System.nanoTime();
+      for (int i = 0; i < connections; i++) {
+        ManagedChannel channel = stack.newChannel(port);
+        channels.add(channel);
+        calls.add(Workload.echo(channel, message).whenComplete((ignored, t) -> {
+          if (t != null && failed.getAndIncrement() == 0) {
+            result.addProperty("firstFailure", String.valueOf(t));
+          }
+          lastDone.accumulateAndGet(System.nanoTime(), Math::max);
+        }));
+      }
+      try {
+        CompletableFuture.allOf(calls.toArray(new CompletableFuture<?>[0])).get(5, TimeUnit.MINUTES);
+      } catch (java.util.concurrent.ExecutionException e) {
+        // counted per call above
+      }
+      result.addProperty("connections", connections);
+      result.addProperty("seconds", Math.round((lastDone.get() - start) / 1e7) / 100.0);
+      result.addProperty("failed", failed.get());
+      result.addProperty("clientStallMillis", Math.round(probe.stop() / 1e5) / 10.0);
+      result.addProperty("clientStallCpuMillis", Math.round(probe.cpuOfLongestStallNanos() / 1e5) / 10.0);
+      shutdown(channels);
+    }
+    System.out.println("result " + result);
+    System.out.flush();
+    System.exit(0);
+  }
+
+  private static void shutdown(List<ManagedChannel> channels) throws InterruptedException {
+    for (ManagedChannel channel : channels) {
+      channel.shutdownNow();
+    }
+    for (ManagedChannel channel : channels) {
+      channel.awaitTermination(10, TimeUnit.SECONDS);
+    }
+  }
+
+  /**
+   * How long an event loop goes without running its tasks: a task due every millisecond notes
+   * how late it ran; the longest lateness is the longest stall.
+   */
+  static final class StallProbe {
+    private final ScheduledExecutorService loop;
+    private final AtomicLong maxLateNanos = new AtomicLong();
+    /** Of the longest stall, the loop thread's CPU time (busy) as opposed to waiting. */
+    private volatile long cpuOfMaxNanos;
+    private long lastCpuNanos = -1;
+    private volatile boolean running = true;
+
+    StallProbe(ScheduledExecutorService loop) {
+      this.loop = loop;
+      next();
+    }
+
+    private void next() {
+      long due = System.nanoTime() + PROBE_NANOS;
+      loop.schedule(() -> {
+        long late = System.nanoTime() - due;
+        long cpu = java.lang.management.ManagementFactory.getThreadMXBean().getCurrentThreadCpuTime();
+        if (late > maxLateNanos.get()) {
+          maxLateNanos.set(late);
+          cpuOfMaxNanos = lastCpuNanos < 0 ? -1 : cpu - lastCpuNanos - PROBE_NANOS;
+        }
+        lastCpuNanos = cpu;
+        if (running) {
+          next();
+        }
+      }, PROBE_NANOS, TimeUnit.NANOSECONDS);
+    }
+
+    /** Of the longest stall, how long the loop thread was on a CPU (-1 if unknown). */
+    long cpuOfLongestStallNanos() {
+      return cpuOfMaxNanos;
+    }
+
+    /** Stops probing; returns the longest stall seen, in nanoseconds. */
+    long stop() {
+      running = false;
+      return maxLateNanos.get();
+    }
+  }
+}
