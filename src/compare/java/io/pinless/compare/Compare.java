@@ -83,9 +83,9 @@ public final class Compare {
     System.setProperty("java.awt.headless", "true");
     Files.createDirectories(options.out);
     out.printf(Locale.ROOT, "pinless compare: %s on %s; %d clients, %d idle connections, "
-            + "phases of %d ms after %d ms of warm-up; report in %s%n",
+            + "phases of %d ms after %d ms of warm-up; %d round(s); report in %s%n",
         names(options.variants), options.transport.name, options.clients, options.idleConnections,
-        options.durationMillis, options.warmupMillis, options.out);
+        options.durationMillis, options.warmupMillis, options.rounds, options.out);
     JsonObject report = new JsonObject();
     report.addProperty("tool", "pinless compare");
     report.addProperty("generated", Instant.now().truncatedTo(ChronoUnit.SECONDS).toString());
@@ -98,8 +98,17 @@ public final class Compare {
     try {
       String handshakers = LocalHandshakerMain.hostAndPort(clientHandshaker) + ","
           + LocalHandshakerMain.hostAndPort(serverHandshaker);
-      for (Variant variant : options.variants) {
-        variants.add(runVariant(variant, options, handshakers, out));
+      // Rounds go through the variants in turn, so that a slow spell of a shared machine falls
+      // on all of them; each figure reported is then the median of a variant's rounds.
+      List<List<JsonObject>> rounds = new ArrayList<>();
+      options.variants.forEach(v -> rounds.add(new ArrayList<>()));
+      for (int round = 1; round <= options.rounds; round++) {
+        for (int i = 0; i < options.variants.size(); i++) {
+          rounds.get(i).add(runVariant(options.variants.get(i), round, options, handshakers, out));
+        }
+      }
+      for (List<JsonObject> variantRounds : rounds) {
+        variants.add(Median.of(variantRounds));
       }
     } finally {
       clientHandshaker.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
@@ -121,16 +130,18 @@ public final class Compare {
   }
 
   /** Runs {@code variant} in its own JVM and returns its result, with the leaks it reported. */
-  private static JsonObject runVariant(Variant variant, Options options, String handshakers,
-      PrintStream out) throws IOException, InterruptedException {
-    Path resultFile = options.out.resolve(variant.name + ".json");
-    Path logFile = options.out.resolve(variant.name + ".log");
+  private static JsonObject runVariant(Variant variant, int round, Options options,
+      String handshakers, PrintStream out) throws IOException, InterruptedException {
+    String name = options.rounds == 1 ? variant.name : variant.name + "-round" + round;
+    Path resultFile = options.out.resolve(name + ".json");
+    Path logFile = options.out.resolve(name + ".log");
     Files.deleteIfExists(resultFile);
     List<String> command = javaCommand(VariantRun.class);
     command.addAll(List.of(
         "--variant", variant.name, "--handshakers", handshakers, "--result", resultFile.toString()));
     command.addAll(options.childArgs());
-    out.printf(Locale.ROOT, "%n[%s] starting in its own JVM (-Xmx%s)%n", variant.name, HEAP);
+    out.printf(Locale.ROOT, "%n[%s] starting in its own JVM (-Xmx%s)%s%n", variant.name, HEAP,
+        options.rounds == 1 ? "" : ", round " + round + " of " + options.rounds);
     long start = System.nanoTime();
     Process process = new ProcessBuilder(command).redirectErrorStream(true).start();
     AtomicInteger leaks = new AtomicInteger();
@@ -238,6 +249,7 @@ public final class Compare {
     j.addProperty("inFlight", o.inFlight);
     j.addProperty("durationMillis", o.durationMillis);
     j.addProperty("warmupMillis", o.warmupMillis);
+    j.addProperty("rounds", o.rounds);
     return j;
   }
 }

@@ -26,6 +26,7 @@ final class MemoryMonitor implements AutoCloseable {
   private static boolean listening;
 
   private final LongSupplier pinnedDirect;
+  private final LongSupplier clientPinnedDirect;
   private final Thread sampler;
   private final long allocatedAtStart;
   private volatile boolean running = true;
@@ -33,17 +34,23 @@ final class MemoryMonitor implements AutoCloseable {
   private double heapSum;
   private double pinnedSum;
   private double inUseSum;
+  private double clientPinnedSum;
+  private long clientPinnedPeak;
   private long heapPeak;
   private long pinnedPeak;
   private long inUsePeak;
 
-  /** Starts sampling; {@code pinnedDirect} reads the pool's pinned direct bytes. */
-  MemoryMonitor(LongSupplier pinnedDirect) {
+  /**
+   * Starts sampling; {@code pinnedDirect} reads the pinned direct bytes of both ends' pools,
+   * {@code clientPinnedDirect} those of the clients' (the receiving end of a download).
+   */
+  MemoryMonitor(LongSupplier pinnedDirect, LongSupplier clientPinnedDirect) {
     listenToCollections();
     if (HEAP_AFTER_GC.get() < 0) {
       System.gc();
     }
     this.pinnedDirect = pinnedDirect;
+    this.clientPinnedDirect = clientPinnedDirect;
     this.allocatedAtStart = allocatedBytes();
     this.sampler = new Thread(this::sample, "pinless-compare-memory");
     sampler.setDaemon(true);
@@ -100,7 +107,10 @@ final class MemoryMonitor implements AutoCloseable {
     while (running) {
       long heap = Math.max(0, HEAP_AFTER_GC.get());
       long pinned = pinnedDirect.getAsLong();
+      long clientPinned = clientPinnedDirect.getAsLong();
       synchronized (this) {
+        clientPinnedSum += clientPinned;
+        clientPinnedPeak = Math.max(clientPinnedPeak, clientPinned);
         samples++;
         heapSum += heap;
         pinnedSum += pinned;
@@ -128,6 +138,8 @@ final class MemoryMonitor implements AutoCloseable {
     o.addProperty("heapAfterGcPeakBytes", heapPeak);
     o.addProperty("pooledDirectPinnedAvgBytes", Math.round(pinnedSum / n));
     o.addProperty("pooledDirectPinnedPeakBytes", pinnedPeak);
+    o.addProperty("clientPooledDirectPinnedAvgBytes", Math.round(clientPinnedSum / n));
+    o.addProperty("clientPooledDirectPinnedPeakBytes", clientPinnedPeak);
     return o;
   }
 

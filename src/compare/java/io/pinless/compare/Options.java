@@ -24,6 +24,7 @@ public final class Options {
       "  --in-flight n            small calls in flight per client (default 32)",
       "  --duration d             measured time of the download and 1 KiB phases (default 20s)",
       "  --warmup d               unmeasured time before each of them (default 5s)",
+      "  --rounds n               run the variants in turn n times; report each figure's median (default 1)",
       "  --out dir                where report.json and report.png go (default target/pinless-report)",
       "  --help                   this text",
       "sizes take B, KiB, MiB (1KiB = 1024); durations take ms or s.");
@@ -44,6 +45,7 @@ public final class Options {
   int inFlight = 32;
   long durationMillis = 20_000;
   long warmupMillis = 5_000;
+  int rounds = 1;
   Path out = Path.of("target", "pinless-report");
 
   /** Thrown for a bad command line; its message is the one line shown before the usage. */
@@ -90,6 +92,7 @@ public final class Options {
         case "--in-flight":
         case "--duration":
         case "--warmup":
+        case "--rounds":
         case "--out":
           if (value == null) {
             if (i + 1 == args.length) {
@@ -162,6 +165,9 @@ public final class Options {
         break;
       case "--warmup":
         warmupMillis = millis(option, value, 0);
+        break;
+      case "--rounds":
+        rounds = count(option, value, 1, 20);
         break;
       case "--out":
         out = Path.of(value);

@@ -51,6 +51,8 @@ final class Report {
       new Metric("download in-use memory peak (MiB)", "download.memory.inUsePeakBytes", false, MIB, "%.1f"),
       new Metric("  of which pooled direct pinned, avg (MiB)", "download.memory.pooledDirectPinnedAvgBytes", false, MIB, "%.1f"),
       new Metric("  of which pooled direct pinned, peak (MiB)", "download.memory.pooledDirectPinnedPeakBytes", false, MIB, "%.1f"),
+      new Metric("  client (receiving) end's pooled direct, avg (MiB)", "download.memory.clientPooledDirectPinnedAvgBytes", false, MIB, "%.2f"),
+      new Metric("  client (receiving) end's pooled direct, peak (MiB)", "download.memory.clientPooledDirectPinnedPeakBytes", false, MIB, "%.2f"),
       new Metric("download heap allocated per payload byte", "download.heapAllocatedPerPayloadByte", false, 1, "%.4f"),
       new Metric("small calls per second", "small.callsPerSecond", true, 1, "%.0f"),
       new Metric("small p50 (us)", "small.latencyMicros.p50", false, 1, "%.0f"),
@@ -65,6 +67,16 @@ final class Report {
       new Metric("idle: seconds to open all, one call each", "idle.openSeconds", false, 1, "%.1f"));
 
   private Report() {}
+
+  /** The metric of {@link #METRICS} at {@code path}. */
+  static Metric metric(String path) {
+    for (Metric m : METRICS) {
+      if (m.path().equals(path)) {
+        return m;
+      }
+    }
+    throw new IllegalArgumentException(path);
+  }
 
   /** The pairs the ratios are taken for: each pinless variant run against each stock one it stands in for. */
   static List<String[]> ratioPairs(List<String> variants) {
@@ -228,15 +240,16 @@ final class Report {
     JsonObject options = report.getAsJsonObject("options");
     CategoryChart[] charts = {
       chart("Download throughput, MB/s (higher is better)", variants,
-          List.of("download"), List.of(METRICS.get(0))),
+          List.of("download"), List.of(metric("download.throughputMBps"))),
       chart(String.format(Locale.ROOT, "%d-byte unary calls per second (higher is better)",
               options.get("smallBytes").getAsInt()), variants,
-          List.of("small calls"), List.of(METRICS.get(9))),
+          List.of("small calls"), List.of(metric("small.callsPerSecond"))),
       chart("In-use memory during the download, MiB (lower is better)", variants,
-          List.of("average", "peak"), List.of(METRICS.get(4), METRICS.get(5))),
+          List.of("average", "peak"), List.of(metric("download.memory.inUseAvgBytes"), metric("download.memory.inUsePeakBytes"))),
       chart(String.format(Locale.ROOT, "Bytes per idle connection, %d connections (lower is better)",
               options.get("idleConnections").getAsInt()), variants,
-          List.of("heap", "pooled direct", "total"), List.of(METRICS.get(17), METRICS.get(18), METRICS.get(16))),
+          List.of("heap", "pooled direct", "total"), List.of(metric("idle.heapBytesPerConnection"),
+              metric("idle.pooledDirectPinnedBytesPerConnection"), metric("idle.bytesPerConnection"))),
     };
     int w = 800;
     int h = 450;

@@ -130,11 +130,24 @@ enum Variant {
     /** The server event loop (to watch for stalls). */
     java.util.concurrent.ScheduledExecutorService serverLoop();
 
-    /** Direct bytes held by live buffers of the pooled allocator both ends use. */
-    long pinnedDirectBytes();
+    /** Direct bytes held by live buffers of both ends' pooled allocators. */
+    default long pinnedDirectBytes() {
+      return clientPinnedDirectBytes() + serverPinnedDirectBytes();
+    }
+
+    /**
+     * Direct bytes held by live buffers of the clients' pooled allocator (the receiving end of a
+     * download; the server has an allocator of its own, so the two are told apart).
+     */
+    long clientPinnedDirectBytes();
+
+    /** Direct bytes held by live buffers of the server's pooled allocator. */
+    long serverPinnedDirectBytes();
 
     /** Pooled direct buffers allocated and not released (both ends). */
     long activeDirectBuffers();
+
+
 
     @Override
     void close() throws InterruptedException;
@@ -149,6 +162,7 @@ enum Variant {
     private final ServerCredentials serverCreds;
     private final ChannelCredentials channelCreds;
     private final PooledByteBufAllocator alloc = PooledByteBufAllocator.DEFAULT;
+    private final PooledByteBufAllocator serverAlloc = new PooledByteBufAllocator(true);
     private final EventLoopGroup serverGroup;
     private final EventLoopGroup clientGroup;
     private Server server;
@@ -157,11 +171,11 @@ enum Variant {
       this.transport = transport;
       this.serverCreds = serverCreds;
       this.channelCreds = channelCreds;
-      this.serverGroup = new MultiThreadIoEventLoopGroup(1, ioHandler());
-      this.clientGroup = new MultiThreadIoEventLoopGroup(1, ioHandler());
+      this.serverGroup = new MultiThreadIoEventLoopGroup(1, ioHandler(serverAlloc));
+      this.clientGroup = new MultiThreadIoEventLoopGroup(1, ioHandler(alloc));
     }
 
-    private IoHandlerFactory ioHandler() {
+    private IoHandlerFactory ioHandler(PooledByteBufAllocator alloc) {
       switch (transport) {
         case NIO:
           return NioIoHandler.newFactory();
@@ -192,7 +206,7 @@ enum Variant {
               .channelType(transport == Transport.NIO ? NioServerSocketChannel.class
                   : transport == Transport.EPOLL ? EpollServerSocketChannel.class
                   : IoUringServerSocketChannel.class)
-              .withChildOption(ChannelOption.ALLOCATOR, alloc)
+              .withChildOption(ChannelOption.ALLOCATOR, serverAlloc)
               .directExecutor()
               .maxInboundMessageSize(MAX_MESSAGE_BYTES)
               .addService(service);
@@ -236,15 +250,22 @@ enum Variant {
     }
 
     @Override
-    public long pinnedDirectBytes() {
+    public long clientPinnedDirectBytes() {
       return alloc.pinnedDirectMemory();
+    }
+
+    @Override
+    public long serverPinnedDirectBytes() {
+      return serverAlloc.pinnedDirectMemory();
     }
 
     @Override
     public long activeDirectBuffers() {
       long n = 0;
-      for (io.netty.buffer.PoolArenaMetric arena : alloc.metric().directArenas()) {
-        n += arena.numActiveAllocations();
+      for (PooledByteBufAllocator a : new PooledByteBufAllocator[] {alloc, serverAlloc}) {
+        for (io.netty.buffer.PoolArenaMetric arena : a.metric().directArenas()) {
+          n += arena.numActiveAllocations();
+        }
       }
       return n;
     }
@@ -270,6 +291,8 @@ enum Variant {
     private final ChannelCredentials channelCreds;
     private final io.grpc.netty.shaded.io.netty.buffer.PooledByteBufAllocator alloc =
         io.grpc.netty.shaded.io.netty.buffer.PooledByteBufAllocator.DEFAULT;
+    private final io.grpc.netty.shaded.io.netty.buffer.PooledByteBufAllocator serverAlloc =
+        new io.grpc.netty.shaded.io.netty.buffer.PooledByteBufAllocator(true);
     private final io.grpc.netty.shaded.io.netty.channel.EventLoopGroup serverGroup;
     private final io.grpc.netty.shaded.io.netty.channel.EventLoopGroup clientGroup;
     private Server server;
@@ -305,7 +328,7 @@ enum Variant {
           .channelType(transport == Transport.NIO
               ? io.grpc.netty.shaded.io.netty.channel.socket.nio.NioServerSocketChannel.class
               : io.grpc.netty.shaded.io.netty.channel.epoll.EpollServerSocketChannel.class)
-          .withChildOption(io.grpc.netty.shaded.io.netty.channel.ChannelOption.ALLOCATOR, alloc)
+          .withChildOption(io.grpc.netty.shaded.io.netty.channel.ChannelOption.ALLOCATOR, serverAlloc)
           .directExecutor()
           .maxInboundMessageSize(MAX_MESSAGE_BYTES)
           .addService(service)
@@ -344,15 +367,22 @@ enum Variant {
     }
 
     @Override
-    public long pinnedDirectBytes() {
+    public long clientPinnedDirectBytes() {
       return alloc.pinnedDirectMemory();
+    }
+
+    @Override
+    public long serverPinnedDirectBytes() {
+      return serverAlloc.pinnedDirectMemory();
     }
 
     @Override
     public long activeDirectBuffers() {
       long n = 0;
-      for (io.grpc.netty.shaded.io.netty.buffer.PoolArenaMetric arena : alloc.metric().directArenas()) {
-        n += arena.numActiveAllocations();
+      for (var a : List.of(alloc, serverAlloc)) {
+        for (io.grpc.netty.shaded.io.netty.buffer.PoolArenaMetric arena : a.metric().directArenas()) {
+          n += arena.numActiveAllocations();
+        }
       }
       return n;
     }

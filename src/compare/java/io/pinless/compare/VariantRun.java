@@ -107,7 +107,7 @@ public final class VariantRun {
         options.clients, options.objectBytes, options.messageBytes, options.durationMillis);
     long start = System.nanoTime();
     long bytes;
-    try (MemoryMonitor memory = new MemoryMonitor(stack::pinnedDirectBytes);
+    try (MemoryMonitor memory = new MemoryMonitor(stack::pinnedDirectBytes, stack::clientPinnedDirectBytes);
         Ticker ticker = new Ticker("download", "objects", latencies::count)) {
       bytes = Workload.downloadLoop(clients, options.objectBytes, options.messageBytes,
           start + TimeUnit.MILLISECONDS.toNanos(options.durationMillis), latencies);
@@ -135,7 +135,7 @@ public final class VariantRun {
     progress("small: %d clients, %d unary calls of %d bytes each in flight, for %d ms",
         options.clients, options.inFlight, options.smallBytes, options.durationMillis);
     long start = System.nanoTime();
-    try (MemoryMonitor memory = new MemoryMonitor(stack::pinnedDirectBytes);
+    try (MemoryMonitor memory = new MemoryMonitor(stack::pinnedDirectBytes, stack::clientPinnedDirectBytes);
         Ticker ticker = new Ticker("small", "calls", latencies::count)) {
       long calls = Workload.echoLoop(clients, message, options.inFlight,
           start + TimeUnit.MILLISECONDS.toNanos(options.durationMillis), latencies);

@@ -34,6 +34,8 @@ class CompareTest {
       "download.memory.inUseAvgBytes", "download.memory.inUsePeakBytes",
       "download.memory.heapAfterGcAvgBytes", "download.memory.heapAfterGcPeakBytes",
       "download.memory.pooledDirectPinnedAvgBytes", "download.memory.pooledDirectPinnedPeakBytes",
+      "download.memory.clientPooledDirectPinnedAvgBytes",
+      "download.memory.clientPooledDirectPinnedPeakBytes",
       "download.heapAllocatedPerPayloadByte",
       "small.callsPerSecond", "small.calls", "small.throughputMBps",
       "small.latencyMicros.p50", "small.latencyMicros.p90", "small.latencyMicros.p99",
@@ -102,11 +104,36 @@ class CompareTest {
   }
 
   @Test
+  void roundsMergeIntoTheirMedians() {
+    List<JsonObject> rounds = new ArrayList<>();
+    double[] throughputs = {300, 900, 500};
+    for (double t : throughputs) {
+      JsonObject r = JsonParser.parseString("{\"variant\":\"pinless-alts\",\"completed\":true,"
+          + "\"leaks\":0,\"transport\":\"nio\",\"download\":{\"throughputMBps\":" + t
+          + ",\"latencyMillis\":{\"p50\":" + (t / 100) + "}}}").getAsJsonObject();
+      rounds.add(r);
+    }
+    JsonObject merged = Median.of(rounds);
+    assertEquals(500, number(merged, "download.throughputMBps"));
+    assertEquals(5, number(merged, "download.latencyMillis.p50"));
+    assertEquals("nio", merged.get("transport").getAsString());
+    assertTrue(merged.get("completed").getAsBoolean());
+    assertEquals(3, merged.getAsJsonArray("rounds").size());
+
+    rounds.get(1).addProperty("completed", false);
+    rounds.get(2).addProperty("leaks", 2);
+    JsonObject failed = Median.of(rounds);
+    assertFalse(failed.get("completed").getAsBoolean());
+    assertEquals(2, failed.get("leaks").getAsInt());
+  }
+
+  @Test
   void badOptionsAreOneLineEach() {
     String[][] bad = {
       {"--bogus"}, {"--clients", "x"}, {"--clients", "0"}, {"--transport", "carrier-pigeon"},
       {"--duration"}, {"--duration", "soon"}, {"--variants", "pinless-alts,mystery"},
       {"--object-size", "3MiB", "--message-size", "2MiB"}, {"--variants", "stock-alts,stock-alts"},
+      {"--rounds", "0"},
     };
     for (String[] args : bad) {
       Options.UsageException e = assertThrows(Options.UsageException.class, () -> Options.parse(args),
