@@ -227,7 +227,11 @@ final class Report {
     return file;
   }
 
-  /** Writes {@code report.png}: four bar charts, one bar per variant. */
+  /**
+   * Writes {@code report.png}: four bar charts, one bar per variant: download throughput, small
+   * calls per second, memory during the download (in use, and the receiving end's pooled direct
+   * bytes), bytes per idle connection.
+   */
   static Path writeChart(JsonObject report, Path dir) throws IOException {
     Files.createDirectories(dir);
     List<JsonObject> variants = new ArrayList<>();
@@ -244,8 +248,12 @@ final class Report {
       chart(String.format(Locale.ROOT, "%d-byte unary calls per second (higher is better)",
               options.get("smallBytes").getAsInt()), variants,
           List.of("small calls"), List.of(metric("small.callsPerSecond"))),
-      chart("In-use memory during the download, MiB (lower is better)", variants,
-          List.of("average", "peak"), List.of(metric("download.memory.inUseAvgBytes"), metric("download.memory.inUsePeakBytes"))),
+      chart("Memory during the download; recv.: the receiving end, MiB (lower is better)", variants,
+          List.of("in use, avg", "in use, peak", "recv. direct, avg",
+              "recv. direct, peak"),
+          List.of(metric("download.memory.inUseAvgBytes"), metric("download.memory.inUsePeakBytes"),
+              metric("download.memory.clientPooledDirectPinnedAvgBytes"),
+              metric("download.memory.clientPooledDirectPinnedPeakBytes"))),
       chart(String.format(Locale.ROOT, "Bytes per idle connection, %d connections (lower is better)",
               options.get("idleConnections").getAsInt()), variants,
           List.of("heap", "pooled direct", "total"), List.of(metric("idle.heapBytesPerConnection"),
