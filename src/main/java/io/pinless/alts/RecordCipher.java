@@ -40,12 +40,17 @@ final class RecordCipher {
   /** What the thread's {@link #KDF} is keyed with between derivations. */
   private static final SecretKeySpec ZERO_KDF_KEY =
       new SecretKeySpec(new byte[KDF_KEY_BYTES], "HmacSHA256");
-  /** The counter bytes 2..7 that {@link #recordKey} was derived for (rekey only). */
-  private final byte[] keyCounter = new byte[6];
-  /** Scratch: the masked nonce (rekey only). */
-  private final byte[] nonce = new byte[NONCE_BYTES];
-  /** Scratch: the HMAC output, wiped after use. */
-  private final byte[] macOut = new byte[32];
+  /** Per thread: scratch for the masked nonce ([0]) and the HMAC output ([1], wiped after use). */
+  private static final FastThreadLocal<byte[][]> SCRATCH =
+      new FastThreadLocal<>() {
+        @Override
+        protected byte[][] initialValue() {
+          return new byte[][] {new byte[NONCE_BYTES], new byte[32]};
+        }
+      };
+
+  /** The counter bytes 2..7 that {@link #recordKey} was derived for, big-endian (rekey only). */
+  private long keyCounter;
   /** The AES key of the current record. */
   private SecretKeySpec recordKey;
   /** True after {@link #destroy()}. */
@@ -110,8 +115,8 @@ final class RecordCipher {
     if (rekeyMaterial != null) {
       Arrays.fill(rekeyMaterial, (byte) 0);
     }
-    Arrays.fill(macOut, (byte) 0);
-    Arrays.fill(nonce, (byte) 0);
+    // This thread's scratch may hold this connection's last masked nonce.
+    Arrays.fill(SCRATCH.get()[0], (byte) 0);
     recordKey = null;
     // The thread's cipher may still hold this connection's last record key.
     aes.forget();
@@ -131,6 +136,7 @@ final class RecordCipher {
     if (rekeyMaterial == null) {
       return counter;
     }
+    byte[] nonce = SCRATCH.get()[0];
     for (int i = 0; i < NONCE_BYTES; i++) {
       nonce[i] = (byte) (counter[i] ^ rekeyMaterial[KDF_KEY_BYTES + i]);
     }
@@ -138,16 +144,21 @@ final class RecordCipher {
   }
 
   private boolean sameKeyCounter(byte[] counter) {
-    for (int i = 0; i < 6; i++) {
-      if (keyCounter[i] != counter[2 + i]) {
-        return false;
-      }
+    return keyCounterOf(counter) == keyCounter;
+  }
+
+  /** Counter bytes 2..7, the part that selects the record key, as a number. */
+  private static long keyCounterOf(byte[] counter) {
+    long value = 0;
+    for (int i = 2; i < 8; i++) {
+      value = (value << 8) | (counter[i] & 0xff);
     }
-    return true;
+    return value;
   }
 
   private void deriveKey(byte[] counter) {
-    System.arraycopy(counter, 2, keyCounter, 0, 6);
+    keyCounter = keyCounterOf(counter);
+    byte[] macOut = SCRATCH.get()[1];
     Mac kdf = KDF.get();
     try {
       kdf.init(new SecretKeySpec(rekeyMaterial, 0, KDF_KEY_BYTES, "HmacSHA256"));

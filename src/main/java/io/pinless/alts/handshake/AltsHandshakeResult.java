@@ -16,9 +16,11 @@ public final class AltsHandshakeResult {
   private final int peerRpcMinor;
 
   AltsHandshakeResult(HandshakerResult result, int maxFrameSize) {
-    this.peerServiceAccount = name(result.getPeerIdentity());
-    this.localServiceAccount = name(result.getLocalIdentity());
-    this.recordProtocol = result.getRecordProtocol();
+    // Interned: a connection keeps these for its life, and thousands of connections share a few
+    // identities and one protocol name.
+    this.peerServiceAccount = name(result.getPeerIdentity()).intern();
+    this.localServiceAccount = name(result.getLocalIdentity()).intern();
+    this.recordProtocol = result.getRecordProtocol().intern();
     this.maxFrameSize = maxFrameSize;
     this.peerRpcMajor = result.getPeerRpcVersions().getMaxRpcVersion().getMajor();
     this.peerRpcMinor = result.getPeerRpcVersions().getMaxRpcVersion().getMinor();
