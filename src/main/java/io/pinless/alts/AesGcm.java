@@ -154,29 +154,49 @@ final class AesGcm {
    */
   void seal(SecretKeySpec key, byte[] nonce, ByteBuffer[] plaintexts, int count, ByteBuffer out)
       throws GeneralSecurityException {
+    if (count > 1 && oneShotOnly) {
+      // Conscrypt would buffer every update() on the heap: gather the pieces into the frame
+      // buffer and seal them in place in one native call instead.
+      int start = out.position();
+      for (int i = 0; i < count; i++) {
+        out.put(plaintexts[i]);
+      }
+      int plaintextBytes = out.position() - start;
+      out.position(start);
+      sealInPlace(key, nonce, out, plaintextBytes);
+      return;
+    }
     Cipher cipher = cipherFor(Cipher.ENCRYPT_MODE);
     cipher.init(Cipher.ENCRYPT_MODE, key, new GCMParameterSpec(TAG_BYTES * 8, nonce));
     if (count == 1) {
       cipher.doFinal(plaintexts[0], out);
-      return;
-    }
-    if (!oneShotOnly) {
+    } else {
       for (int i = 0; i < count; i++) {
         cipher.update(plaintexts[i], out);
       }
       cipher.doFinal(EMPTY, out);
-      return;
     }
-    // Conscrypt would buffer every update() on the heap: gather the pieces into the frame
-    // buffer and seal them in place in one native call instead.
-    int start = out.position();
-    for (int i = 0; i < count; i++) {
-      out.put(plaintexts[i]);
-    }
-    ByteBuffer in = out.duplicate();
-    in.limit(out.position()).position(start);
-    out.position(start);
-    cipher.doFinal(in, out);
+  }
+
+  /**
+   * Whether {@link #sealInPlace} is the cheaper way to seal a plaintext of several pieces:
+   * copying the pieces into the frame first (Conscrypt, which seals only whole buffers).
+   */
+  boolean prefersSealInPlace() {
+    return oneShotOnly;
+  }
+
+  /**
+   * Encrypts the {@code plaintextBytes} bytes at {@code region}'s position in place, followed by
+   * the tag; advances the position past the tag.
+   */
+  void sealInPlace(SecretKeySpec key, byte[] nonce, ByteBuffer region, int plaintextBytes)
+      throws GeneralSecurityException {
+    Cipher cipher = cipherFor(Cipher.ENCRYPT_MODE);
+    cipher.init(Cipher.ENCRYPT_MODE, key, new GCMParameterSpec(TAG_BYTES * 8, nonce));
+    ByteBuffer in = region.duplicate();
+    in.limit(region.position() + plaintextBytes);
+    cipher.doFinal(in, region);
   }
 
   /**

@@ -129,8 +129,16 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
     try {
       frame.writeIntLE(payload + AltsFrames.MIN_LENGTH);
       frame.writeIntLE(AltsFrames.TYPE_RECORD);
-      int count = gatherViews(payload);
-      cipher.seal(nonce, views, count, AltsFrames.view(frame, 8, payload + AesGcm.TAG_BYTES));
+      ByteBuf head = pending.peek();
+      if (cipher.prefersSealInPlace()
+          && (head.readableBytes() < payload || head.nioBufferCount() != 1)) {
+        // Several pieces: copy them into the frame (no NIO view of each) and seal in place.
+        copyPending(frame, AltsFrames.HEADER_BYTES, payload);
+        cipher.sealInPlace(nonce, AltsFrames.view(frame, 8, payload + AesGcm.TAG_BYTES), payload);
+      } else {
+        int count = gatherViews(payload);
+        cipher.seal(nonce, views, count, AltsFrames.view(frame, 8, payload + AesGcm.TAG_BYTES));
+      }
       frame.writerIndex(AltsFrames.HEADER_BYTES + payload + AesGcm.TAG_BYTES);
     } catch (GeneralSecurityException | RuntimeException e) {
       frame.release();
@@ -144,6 +152,25 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
     counter.increment();
     consume(payload);
     writeFrame(ctx, frame, ending);
+  }
+
+  /**
+   * Copies the next {@code payload} pending bytes into {@code frame} from {@code index} on,
+   * leaving every reader index as it is.
+   *
+   * @param frame borrowed: its writer index is not moved
+   */
+  private void copyPending(ByteBuf frame, int index, int payload) {
+    int left = payload;
+    for (ByteBuf buf : pending) {
+      if (left == 0) {
+        break;
+      }
+      int n = Math.min(left, buf.readableBytes());
+      frame.setBytes(index, buf, buf.readerIndex(), n);
+      index += n;
+      left -= n;
+    }
   }
 
   /** Fills {@link #views} with NIO views of the next {@code payload} pending bytes. */

@@ -85,6 +85,20 @@ final class RecordCipher {
     aes.seal(prepare(counter), nonceFor(counter), plaintexts, count, out);
   }
 
+  /** Whether {@link #sealInPlace} is the cheaper way to seal a plaintext of several pieces. */
+  boolean prefersSealInPlace() {
+    return aes.prefersSealInPlace();
+  }
+
+  /**
+   * Encrypts, as the record numbered {@code counter}, the {@code plaintextBytes} bytes at
+   * {@code region}'s position in place, followed by the tag.
+   */
+  void sealInPlace(byte[] counter, ByteBuffer region, int plaintextBytes)
+      throws GeneralSecurityException {
+    aes.sealInPlace(prepare(counter), nonceFor(counter), region, plaintextBytes);
+  }
+
   /**
    * Decrypts the record numbered {@code counter} from {@code ciphertextAndTag} into {@code out}.
    *
