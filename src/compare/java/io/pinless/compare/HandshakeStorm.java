@@ -184,7 +184,7 @@ public final class HandshakeStorm {
         warmUpCalls.add(Workload.echo(channel, message));
       }
       CompletableFuture.allOf(warmUpCalls.toArray(new CompletableFuture<?>[0])).get(5, TimeUnit.MINUTES);
-      shutdown(warmUp);
+      VariantRun.shutdown(warmUp);
       System.out.println("warmed");
       System.out.flush();
       new BufferedReader(new InputStreamReader(System.in, StandardCharsets.US_ASCII)).readLine();
@@ -214,20 +214,11 @@ public final class HandshakeStorm {
       result.addProperty("failed", failed.get());
       result.addProperty("clientStallMillis", Math.round(probe.stop() / 1e5) / 10.0);
       result.addProperty("clientStallCpuMillis", Math.round(probe.cpuOfLongestStallNanos() / 1e5) / 10.0);
-      shutdown(channels);
+      VariantRun.shutdown(channels);
     }
     System.out.println("result " + result);
     System.out.flush();
     System.exit(0);
-  }
-
-  private static void shutdown(List<ManagedChannel> channels) throws InterruptedException {
-    for (ManagedChannel channel : channels) {
-      channel.shutdownNow();
-    }
-    for (ManagedChannel channel : channels) {
-      channel.awaitTermination(10, TimeUnit.SECONDS);
-    }
   }
 
   /**

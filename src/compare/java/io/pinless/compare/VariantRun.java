@@ -223,7 +223,8 @@ public final class VariantRun {
     }
   }
 
-  private static void shutdown(List<ManagedChannel> channels) throws InterruptedException {
+  /** Shuts {@code channels} down now and waits for each (up to 10 s). */
+  static void shutdown(List<ManagedChannel> channels) throws InterruptedException {
     for (ManagedChannel channel : channels) {
       channel.shutdownNow();
     }

@@ -4,6 +4,7 @@ import io.netty.util.concurrent.FastThreadLocal;
 import java.nio.ByteBuffer;
 import java.security.GeneralSecurityException;
 import java.security.Provider;
+import java.util.Arrays;
 import java.util.IdentityHashMap;
 import java.util.Map;
 import javax.crypto.Cipher;
@@ -30,7 +31,7 @@ final class AesGcm {
   /** GCM tag length in bytes; ALTS uses the full 128-bit tag. */
   static final int TAG_BYTES = 16;
 
-  /** Per thread: the ciphers, and what they last encrypted for. */
+  /** Per thread: the cipher of each provider, and what it last encrypted under. */
   private static final FastThreadLocal<PerThread> PER_THREAD =
       new FastThreadLocal<>() {
         @Override
@@ -39,18 +40,29 @@ final class AesGcm {
         }
       };
 
-  /** One thread's ciphers and their state. */
+  /** One thread's ciphers. */
   private static final class PerThread {
     /** The cipher of each provider (the key null: the JDK's default). */
-    final Map<Provider, Cipher> ciphers = new IdentityHashMap<>(2);
+    final Map<Provider, Slot> slots = new IdentityHashMap<>(2);
     /** How many zero-key inits ran: the nonce of the next one. */
     long zeroKeyInits;
-    /**
-     * The instance that last encrypted on this thread. Providers refuse to encrypt twice in a row
-     * under one key and nonce; that check stays meaningful within one connection (its counter
-     * never repeats), and is reset when another connection encrypts next.
-     */
-    AesGcm lastEncryptor;
+  }
+
+  /**
+   * One provider's cipher on one thread, and the key and nonce of its last encryption: providers
+   * refuse to encrypt twice in a row under one key and nonce, which is right within a connection
+   * (its counter never repeats) but must not trip when two record ciphers with equal keys (tests
+   * have them; handshakes never give two connections one key) take turns on a thread.
+   */
+  private static final class Slot {
+    final Cipher cipher;
+    /** The key of the last encryption; compared by identity first, by value only when needed. */
+    SecretKeySpec lastKey;
+    byte[] lastNonce = new byte[12];
+
+    Slot(Cipher cipher) {
+      this.cipher = cipher;
+    }
   }
 
   /** A key of zeros: what {@link #forget()} leaves in this thread's cipher. */
@@ -70,29 +82,23 @@ final class AesGcm {
   AesGcm(Provider provider) {
     this.provider = provider;
     this.oneShotOnly = provider != null && provider.getName().startsWith("Conscrypt");
-    cipher(); // fails here, not at the first record, if the provider has no AES-GCM
+    slot(PER_THREAD.get()); // fails here, not at the first record, if the provider has no AES-GCM
   }
 
   /** This thread's cipher for the provider, built on first use. */
-  private Cipher cipher() {
-    return cipher(PER_THREAD.get());
-  }
-
-  private Cipher cipher(PerThread thread) {
-    Map<Provider, Cipher> ciphers = thread.ciphers;
-    Cipher cipher = ciphers.get(provider);
-    if (cipher == null) {
+  private Slot slot(PerThread thread) {
+    Slot slot = thread.slots.get(provider);
+    if (slot == null) {
       try {
-        cipher =
-            provider == null
-                ? Cipher.getInstance("AES/GCM/NoPadding")
-                : Cipher.getInstance("AES/GCM/NoPadding", provider);
+        slot = new Slot(provider == null
+            ? Cipher.getInstance("AES/GCM/NoPadding")
+            : Cipher.getInstance("AES/GCM/NoPadding", provider));
       } catch (GeneralSecurityException e) {
         throw new IllegalStateException("AES/GCM/NoPadding is not available", e);
       }
-      ciphers.put(provider, cipher);
+      thread.slots.put(provider, slot);
     }
-    return cipher;
+    return slot;
   }
 
   /**
@@ -101,40 +107,44 @@ final class AesGcm {
    */
   void forget() {
     PerThread thread = PER_THREAD.get();
-    initWithZeroKey(thread, cipher(thread));
-    if (thread.lastEncryptor == this) {
-      thread.lastEncryptor = null;
-    }
+    initWithZeroKey(thread, slot(thread));
   }
 
-  /**
-   * Encrypt mode, with a nonce this thread never used with the zero key: providers remember the
-   * last key and nonce they encrypted under, and this makes them forget the previous user's.
-   */
-  private static void initWithZeroKey(PerThread thread, Cipher cipher) {
+  /** Encrypt mode, with a nonce this thread never used with the zero key. */
+  private static void initWithZeroKey(PerThread thread, Slot slot) {
     byte[] nonce = new byte[12];
     long n = thread.zeroKeyInits++;
     for (int i = 0; i < 8; i++) {
       nonce[i] = (byte) (n >>> (8 * i));
     }
     try {
-      cipher.init(Cipher.ENCRYPT_MODE, ZERO_KEY, new GCMParameterSpec(TAG_BYTES * 8, nonce));
+      slot.cipher.init(Cipher.ENCRYPT_MODE, ZERO_KEY, new GCMParameterSpec(TAG_BYTES * 8, nonce));
     } catch (GeneralSecurityException e) {
       throw new IllegalStateException("AES-GCM refused a 16-byte key", e);
     }
+    slot.lastKey = ZERO_KEY;
+    slot.lastNonce = nonce;
   }
 
-  /** This thread's cipher, ready for this instance to init in {@code mode}. */
-  private Cipher cipherFor(int mode) {
+  /** This thread's cipher, initialised in {@code mode} with {@code key} and {@code nonce}. */
+  private Cipher init(int mode, SecretKeySpec key, byte[] nonce) throws GeneralSecurityException {
     PerThread thread = PER_THREAD.get();
-    Cipher cipher = cipher(thread);
-    if (mode == Cipher.ENCRYPT_MODE && thread.lastEncryptor != this) {
-      if (thread.lastEncryptor != null) {
-        initWithZeroKey(thread, cipher);
+    Slot slot = slot(thread);
+    if (mode == Cipher.ENCRYPT_MODE) {
+      // Another record cipher's equal key and nonce (never so between two handshakes' keys):
+      // make the provider forget the last encryption rather than take this one for a repeat.
+      if (key != slot.lastKey && Arrays.equals(nonce, slot.lastNonce) && key.equals(slot.lastKey)) {
+        initWithZeroKey(thread, slot);
       }
-      thread.lastEncryptor = this;
+      slot.lastKey = key;
+      if (nonce.length == slot.lastNonce.length) {
+        System.arraycopy(nonce, 0, slot.lastNonce, 0, nonce.length);
+      } else {
+        slot.lastNonce = nonce.clone();
+      }
     }
-    return cipher;
+    slot.cipher.init(mode, key, new GCMParameterSpec(TAG_BYTES * 8, nonce));
+    return slot.cipher;
   }
 
   /** The provider asked for; null for the JDK's default. */
@@ -144,7 +154,7 @@ final class AesGcm {
 
   /** The name of the provider in use, for reports. */
   String providerName() {
-    return cipher().getProvider().getName();
+    return slot(PER_THREAD.get()).cipher.getProvider().getName();
   }
 
   /**
@@ -166,8 +176,7 @@ final class AesGcm {
       sealInPlace(key, nonce, out, plaintextBytes);
       return;
     }
-    Cipher cipher = cipherFor(Cipher.ENCRYPT_MODE);
-    cipher.init(Cipher.ENCRYPT_MODE, key, new GCMParameterSpec(TAG_BYTES * 8, nonce));
+    Cipher cipher = init(Cipher.ENCRYPT_MODE, key, nonce);
     if (count == 1) {
       cipher.doFinal(plaintexts[0], out);
     } else {
@@ -192,8 +201,7 @@ final class AesGcm {
    */
   void sealInPlace(SecretKeySpec key, byte[] nonce, ByteBuffer region, int plaintextBytes)
       throws GeneralSecurityException {
-    Cipher cipher = cipherFor(Cipher.ENCRYPT_MODE);
-    cipher.init(Cipher.ENCRYPT_MODE, key, new GCMParameterSpec(TAG_BYTES * 8, nonce));
+    Cipher cipher = init(Cipher.ENCRYPT_MODE, key, nonce);
     ByteBuffer in = region.duplicate();
     in.limit(region.position() + plaintextBytes);
     cipher.doFinal(in, region);
@@ -208,16 +216,14 @@ final class AesGcm {
    */
   void open(SecretKeySpec key, byte[] nonce, ByteBuffer ciphertextAndTag, ByteBuffer out)
       throws GeneralSecurityException {
-    Cipher cipher = cipherFor(Cipher.DECRYPT_MODE);
-    cipher.init(Cipher.DECRYPT_MODE, key, new GCMParameterSpec(TAG_BYTES * 8, nonce));
+    Cipher cipher = init(Cipher.DECRYPT_MODE, key, nonce);
     cipher.doFinal(ciphertextAndTag, out);
   }
 
   /** Same as {@link #seal} and {@link #open} with additional authenticated data, for vectors. */
   byte[] crypt(int mode, SecretKeySpec key, byte[] nonce, byte[] aad, byte[] input)
       throws GeneralSecurityException {
-    Cipher cipher = cipherFor(mode);
-    cipher.init(mode, key, new GCMParameterSpec(TAG_BYTES * 8, nonce));
+    Cipher cipher = init(mode, key, nonce);
     if (aad.length > 0) {
       cipher.updateAAD(aad);
     }
