@@ -18,18 +18,20 @@ import java.util.concurrent.atomic.LongAdder;
  *   read 1:  | SETTINGS | HEADERS | DATA 16 KiB | DATA s=3 len=16384, first 6000 B   |
  *   read 2:  | 9 B headroom | last 10384 B of it | WINDOW_UPDATE | DATA 12 B | HEADERS |
  *
- *   handed on:  slice(read 1: SETTINGS .. DATA 16 KiB)
- *               slice(read 1: DATA s=3 len=6000, header rewritten in place, END_STREAM cleared)
+ *   handed on:  slice(read 1: SETTINGS .. DATA 16 KiB, then DATA s=3 len=6000 whose header
+ *                     is rewritten in place, END_STREAM cleared)
  *               slice(read 2: DATA s=3 len=10384, header written into the headroom)
  *               copy(read 2: WINDOW_UPDATE, DATA 12 B, HEADERS)      small frames coalesced
  * </pre>
  *
  * <p>The frames of one read are handed on together in runs: a run that would carry a DATA payload
  * too small to pin its read buffer is copied into a right-sized pooled buffer; otherwise the run
- * is a retained slice of the read buffer. A DATA frame is sliced only from a read buffer at most
- * {@link #PIN_RATIO} times its own size, so it never pins more than that per buffer it came from;
- * with reads of at most 32 KiB ({@link io.pinless.read.ReadOnReadyHandler}) every DATA frame of
- * 8 KiB or more, all of gRPC's bulk frames, is sliced and never copied.
+ * is a retained slice of the read buffer, and runs and DATA pieces that lie next to each other in
+ * it go on as one slice (each buffer handed on costs grpc-netty a pass of its decoder). A DATA
+ * frame is sliced only from a read buffer at most {@link #PIN_RATIO} times its own size, so it
+ * never pins more than that per buffer it came from; with reads of at most 48 KiB ({@link
+ * io.pinless.read.ReadOnReadyHandler}) every DATA frame of 12 KiB or more, all of gRPC's bulk
+ * frames, is sliced and never copied.
  *
  * <p>A frame that a read cuts: with read headroom (the pinless pipeline), an unpadded DATA frame
  * goes on in pieces as its bytes arrive, each piece a whole DATA frame of the same stream (END_STREAM
@@ -89,6 +91,14 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
   private CompositeByteBuf partial;
   /** The read buffer being sliced, once the budget tracks it (once per read); else null. */
   private ByteBuf trackedRead;
+  /**
+   * Within one read: the bytes {@code [regionFrom, regionTo)} of the read buffer that are to go
+   * on as one slice (whole frames and DATA pieces that lie next to each other); -1 when none.
+   */
+  private int regionFrom = -1;
+  private int regionTo;
+  /** The read buffer of that region. */
+  private ByteBuf regionRead;
   /** Copied bytes of {@link #partial} not yet added to it (it grows by whole pieces). */
   private ByteBuf copyPiece;
   /** Bytes {@link #partial} still needs. */
@@ -152,8 +162,11 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
         in.skipBytes(in.readableBytes());
       } else {
         slice(ctx, in);
+        handOnRegion(ctx);
       }
     } finally {
+      regionFrom = -1;
+      regionRead = null;
       trackedRead = null;
       in.release();
     }
@@ -302,7 +315,7 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
       in.setByte(start + 4, flags);
       in.setInt(start + 5, dataStreamId);
       countData(true, FRAME_HEADER_BYTES + n);
-      handOn(ctx, sliceOf(in, start, FRAME_HEADER_BYTES + n));
+      addToRegion(ctx, in, start, start + FRAME_HEADER_BYTES + n);
     } else {
       // No room before the payload (a buffer from an io_uring ring): the header goes in front.
       CompositeByteBuf frame = ctx.alloc().compositeDirectBuffer(2);
@@ -437,7 +450,34 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
     if (kind == RUN_COPY) {
       handOn(ctx, newCopy(ctx, to - from).writeBytes(in, from, to - from));
     } else {
-      handOn(ctx, sliceOf(in, from, to - from));
+      addToRegion(ctx, in, from, to);
+    }
+  }
+
+  /**
+   * Adds the bytes {@code [from, to)} of the read buffer to the region that goes on as one slice,
+   * handing on the region so far first if they do not follow it.
+   *
+   * @param in borrowed
+   */
+  private void addToRegion(ChannelHandlerContext ctx, ByteBuf in, int from, int to) {
+    if (regionFrom >= 0 && regionRead == in && regionTo == from) {
+      regionTo = to;
+      return;
+    }
+    handOnRegion(ctx);
+    regionRead = in;
+    regionFrom = from;
+    regionTo = to;
+  }
+
+  /** Hands on the region of the read buffer gathered so far, if any, as one retained slice. */
+  private void handOnRegion(ChannelHandlerContext ctx) {
+    if (regionFrom >= 0) {
+      int from = regionFrom;
+      regionFrom = -1;
+      forward(ctx, sliceOf(regionRead, from, regionTo - from));
+      regionRead = null;
     }
   }
 
@@ -462,13 +502,23 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
   }
 
   /**
+   * Hands on the region gathered so far, then {@code out}.
+   *
+   * @param out owned: handed to the next handler
+   */
+  private void handOn(ChannelHandlerContext ctx, ByteBuf out) {
+    handOnRegion(ctx);
+    forward(ctx, out);
+  }
+
+  /**
    * Hands {@code out} on, and counts it if the next handler left part of it unread (which for
    * grpc-netty's handler would mean it kept a cumulation). A reference is held across the call so
    * that the check never looks at a buffer already released and recycled.
    *
    * @param out owned: handed to the next handler
    */
-  private static void handOn(ChannelHandlerContext ctx, ByteBuf out) {
+  private static void forward(ChannelHandlerContext ctx, ByteBuf out) {
     out.retain();
     try {
       ctx.fireChannelRead(out);

@@ -79,7 +79,7 @@ class PlaintextIntegrationTest {
         "grpc-netty's handler read every buffer to the end: its cumulation never copied");
     assertTrue(sliced + copied >= 40L << 20, "every DATA byte went through the slicer");
     // What is copied is only the short DATA frames the sender cut at its flow-control window
-    // (about 100 bytes each), which would pin a 32 KiB read buffer; every bulk frame is sliced.
+    // (about 100 bytes each), which would pin a 48 KiB read buffer; every bulk frame is sliced.
     assertTrue(copied * 100 < sliced,
         "copied " + copied + " of " + (sliced + copied) + " DATA bytes (only short frames)");
   }
