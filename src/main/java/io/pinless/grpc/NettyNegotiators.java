@@ -192,8 +192,9 @@ final class NettyNegotiators {
     @Override
     protected void protocolNegotiationEventTriggered(ChannelHandlerContext ctx) {
       budget = new ReadBudget(Settings.readBudgetBytes());
-      ctx.pipeline().addFirst(
-          "pinless-read", new ReadOnReadyHandler(budget, Settings.holdWhileUnwritable()));
+      ctx.pipeline().addFirst("pinless-read", new ReadOnReadyHandler(budget,
+          Settings.holdWhileUnwritable(),
+          alts == null ? ReadOnReadyHandler.MAX_READ_BYTES : ReadOnReadyHandler.ALTS_READ_BYTES));
       INSTALLED.increment();
       if (alts == null) {
         // Plaintext: the slicer reads straight from the socket's buffers, with their headroom.

@@ -30,8 +30,8 @@ import java.util.concurrent.TimeUnit;
  * <p>Read sizes: Netty's transports take a buffer from the allocator only once the socket is
  * readable (NIO and epoll after readiness; io_uring with a provided-buffer ring, where the kernel
  * picks the buffer when data arrives), so a connection with nothing to read holds no read buffer.
- * Each read is sized by an adaptive policy between {@link #MIN_READ_BYTES} and
- * {@link #MAX_READ_BYTES}, starting at {@link #INITIAL_READ_BYTES}. A read batch (what one
+ * Each read is sized by an adaptive policy between {@link #MIN_READ_BYTES} and the maximum
+ * ({@link #MAX_READ_BYTES} unless given), starting at the maximum. A read batch (what one
  * readiness event drains before {@code channelReadComplete}) goes on for up to
  * {@link #MAX_READS_PER_BATCH} reads while each read fills its buffer and neither hold applies:
  * with {@code AUTO_READ} off Netty's own policy would stop every batch after one read, costing a
@@ -55,6 +55,13 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
   /** 48 KiB: reads shrink (to {@link #MIN_READ_BYTES}) for trickles and grow back to this. */
   public static final int MAX_READ_BYTES = 48 * 1024;
   /**
+   * 32 KiB, near grpc-go's 32.5 KiB, for ALTS: two 16 KiB records nearly fit, and the records of
+   * a read decrypt into one buffer no larger, from which every DATA frame of 8 KiB or more may be
+   * sliced (with 48 KiB reads, 13% of the DATA bytes of a 1 MiB-message stream were in frames the
+   * sender's flow-control window had cut below 12 KiB, and were copied).
+   */
+  public static final int ALTS_READ_BYTES = 32 * 1024;
+  /**
    * 9 bytes, an HTTP/2 frame header: every read buffer starts this far in, so that {@link
    * io.pinless.http2.Http2FrameSlicer} can write a DATA header in front of a payload that a read
    * cut and hand the piece on as one slice. Reads are this much shorter than their buffers.
@@ -73,6 +80,8 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
       new AdaptiveRecvByteBufAllocator(MIN_READ_BYTES, 64 * 1024, 64 * 1024);
 
   private final ReadBudget budget;
+  /** The largest read asked for. */
+  private final int maxReadBytes;
   private final boolean holdWhileUnwritable;
   /** Where the next read goes, when a handler behind knows; null for a fresh buffer. */
   private ReadTarget target;
@@ -94,8 +103,25 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
    * holdWhileUnwritable}, while the channel is not writable.
    */
   public ReadOnReadyHandler(ReadBudget budget, boolean holdWhileUnwritable) {
+    this(budget, holdWhileUnwritable, MAX_READ_BYTES);
+  }
+
+  /**
+   * Creates a handler as above whose reads are at most {@code maxReadBytes} (from 1 KiB to 64 KiB;
+   * {@link #ALTS_READ_BYTES} where records are decrypted behind it).
+   */
+  public ReadOnReadyHandler(ReadBudget budget, boolean holdWhileUnwritable, int maxReadBytes) {
+    if (maxReadBytes < MIN_READ_BYTES || maxReadBytes > 64 * 1024) {
+      throw new IllegalArgumentException("maxReadBytes must be 1 KiB to 64 KiB: " + maxReadBytes);
+    }
     this.budget = budget;
     this.holdWhileUnwritable = holdWhileUnwritable;
+    this.maxReadBytes = maxReadBytes;
+  }
+
+  /** The largest read this handler asks for. */
+  public int maxReadBytes() {
+    return maxReadBytes;
   }
 
   /** The read-size and batch policy this handler installs on its channel. */
@@ -272,10 +298,10 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
       return buf.writerIndex(HEADROOM_BYTES).readerIndex(HEADROOM_BYTES);
     }
 
-    /** Netty's adaptive size (its table goes from 32 KiB to 64 KiB), at most 48 KiB. */
+    /** Netty's adaptive size (its table goes from 32 KiB to 64 KiB), at most the maximum. */
     @Override
     public int guess() {
-      return Math.min(super.guess(), MAX_READ_BYTES);
+      return Math.min(super.guess(), maxReadBytes);
     }
 
     @Override

@@ -59,6 +59,26 @@ class ReadOnReadyHandlerTest {
     s.ch.finishAndReleaseAll();
   }
 
+  @Test
+  void readsAreAtMostTheMaximumGiven() {
+    EmbeddedChannel ch = new EmbeddedChannel();
+    ch.pipeline().addLast(new ReadOnReadyHandler(
+        new ReadBudget(1000), false, ReadOnReadyHandler.ALTS_READ_BYTES));
+    RecvByteBufAllocator.Handle handle = ch.config().getRecvByteBufAllocator().newHandle();
+    handle.reset(ch.config());
+    assertEquals(ReadOnReadyHandler.ALTS_READ_BYTES, handle.guess());
+    ByteBuf buf = handle.allocate(io.netty.buffer.PooledByteBufAllocator.DEFAULT);
+    try {
+      assertEquals(ReadOnReadyHandler.ALTS_READ_BYTES, buf.capacity());
+      assertEquals(ReadOnReadyHandler.HEADROOM_BYTES, buf.readerIndex());
+    } finally {
+      buf.release();
+    }
+    ch.finishAndReleaseAll();
+    org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+        () -> new ReadOnReadyHandler(new ReadBudget(1000), false, 65537));
+  }
+
   /** One read of a batch: {@code got} of the {@code asked} bytes. */
   private static void read(RecvByteBufAllocator.Handle handle, int asked, int got) {
     handle.attemptedBytesRead(asked);
