@@ -78,6 +78,19 @@ final class AesGcm {
     this(CryptoProvider.preferred());
   }
 
+  /** Holds the one instance for the preferred provider, built on first use. */
+  private static final class Preferred {
+    static final AesGcm INSTANCE = new AesGcm();
+  }
+
+  /**
+   * The instance for the preferred provider, shared by every record cipher (it holds nothing of
+   * a connection's), so a connection carries no object of its own for it.
+   */
+  static AesGcm preferred() {
+    return Preferred.INSTANCE;
+  }
+
   /** Uses {@code provider}, or the JDK's default when it is null. */
   AesGcm(Provider provider) {
     this.provider = provider;

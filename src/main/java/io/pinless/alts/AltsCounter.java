@@ -1,5 +1,7 @@
 package io.pinless.alts;
 
+import io.netty.util.concurrent.FastThreadLocal;
+
 /**
  * One direction's record counter: 12 bytes, little endian, starting at zero and incremented once
  * per record. Byte 11 has 0x80 set for server-to-client records. Only the low
@@ -13,8 +15,19 @@ package io.pinless.alts;
  * </pre>
  */
 final class AltsCounter {
-  /** The counter value, which is the nonce (before masking) of the next record. */
-  private final byte[] value = new byte[12];
+  /** Per thread: the 12 bytes {@link #current()} returns (a connection keeps no array). */
+  private static final FastThreadLocal<byte[]> BYTES =
+      new FastThreadLocal<>() {
+        @Override
+        protected byte[] initialValue() {
+          return new byte[12];
+        }
+      };
+
+  /** Counter bytes 0..7, little endian. */
+  private long low;
+  /** Counter bytes 8..11, little endian (byte 11 carries the direction bit). */
+  private int high;
   /** How many low bytes carry the record number. */
   private final int overflowBytes;
   /** True once the record number has wrapped: no record may use this counter again. */
@@ -26,13 +39,13 @@ final class AltsCounter {
     }
     this.overflowBytes = overflowBytes;
     if (serverToClient) {
-      value[11] = (byte) 0x80;
+      high = 0x80 << 24;
     }
   }
 
   /**
-   * The counter of the next record. The array is live: it changes on {@link #increment()}; the
-   * caller must not modify it.
+   * The counter of the next record, in an array of this thread's that the next call on the thread
+   * overwrites; the caller must not modify it.
    *
    * @throws AltsRecordException if the counter has overflowed
    */
@@ -42,17 +55,32 @@ final class AltsCounter {
           AltsRecordException.Reason.COUNTER_OVERFLOW,
           "record counter overflowed after 2^" + (8 * overflowBytes) + " records");
     }
-    return value;
+    byte[] bytes = BYTES.get();
+    for (int i = 0; i < 8; i++) {
+      bytes[i] = (byte) (low >>> (8 * i));
+    }
+    for (int i = 0; i < 4; i++) {
+      bytes[8 + i] = (byte) (high >>> (8 * i));
+    }
+    return bytes;
   }
 
   /** Advances to the next record; marks the counter spent when the record number wraps. */
   void increment() {
-    for (int i = 0; i < overflowBytes; i++) {
-      if (++value[i] != 0) {
-        return;
-      }
+    if (overflowBytes <= 8) {
+      long mask = overflowBytes == 8 ? -1L : (1L << (8 * overflowBytes)) - 1;
+      long next = (low + 1) & mask;
+      low = (low & ~mask) | next;
+      spent = next == 0;
+      return;
     }
-    spent = true;
+    if (++low != 0) {
+      return;
+    }
+    int mask = (1 << (8 * (overflowBytes - 8))) - 1;
+    int next = (high + 1) & mask;
+    high = (high & ~mask) | next;
+    spent = next == 0;
   }
 
   /** Sets the counter to {@code bytes}, for tests that start near overflow. */
@@ -60,7 +88,14 @@ final class AltsCounter {
     if (bytes.length != 12) {
       throw new IllegalArgumentException("counter length " + bytes.length + " is not 12");
     }
-    System.arraycopy(bytes, 0, value, 0, 12);
+    low = 0;
+    high = 0;
+    for (int i = 0; i < 8; i++) {
+      low |= (bytes[i] & 0xffL) << (8 * i);
+    }
+    for (int i = 0; i < 4; i++) {
+      high |= (bytes[8 + i] & 0xff) << (8 * i);
+    }
     spent = false;
   }
 

@@ -67,8 +67,11 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter
   private final RecordCipher cipher;
   private final AltsCounter counter;
   private final int maxFrameSize;
-  /** The first header bytes of the next record while in {@link State#HEADER}. */
-  private final byte[] header = new byte[AltsFrames.HEADER_BYTES];
+  /**
+   * The first header bytes of the next record while in {@link State#HEADER}, little endian (byte
+   * i in bits 8i to 8i+7): a field, not an array, so a connection carries no array for it.
+   */
+  private long header;
   /** How many bytes of {@link #header} are filled. */
   private int headerBytes;
   /** A record partly received, header included, sized to the whole frame; only in BODY. */
@@ -89,7 +92,7 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter
    */
   public AltsRecordDecoder(
       AltsRecordProtocol protocol, byte[] key, boolean isClient, int maxFrameSize) {
-    this(protocol, key, isClient, maxFrameSize, new AesGcm());
+    this(protocol, key, isClient, maxFrameSize, AesGcm.preferred());
   }
 
   AltsRecordDecoder(
@@ -216,16 +219,19 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter
    */
   private void fillHeader(ChannelHandlerContext ctx, ByteBuf in) {
     int take = Math.min(AltsFrames.HEADER_BYTES - headerBytes, in.readableBytes());
-    in.readBytes(header, headerBytes, take);
-    headerBytes += take;
+    for (int i = 0; i < take; i++) {
+      header |= (long) in.readUnsignedByte() << (8 * headerBytes++);
+    }
     if (headerBytes < AltsFrames.HEADER_BYTES) {
       state = State.HEADER;
       return;
     }
+    long bytes = header;
+    header = 0;
     headerBytes = 0;
-    int length = AltsFrames.checkHeader(intLE(header, 0), intLE(header, 4), maxFrameSize);
+    int length = AltsFrames.checkHeader(bytes & 0xffffffffL, bytes >>> 32, maxFrameSize);
     partial = ctx.alloc().directBuffer(AltsFrames.LENGTH_BYTES + length);
-    partial.writeBytes(header);
+    partial.writeLongLE(bytes);
     state = State.BODY;
     int take2 = Math.min(partial.writableBytes(), in.readableBytes());
     partial.writeBytes(in, take2);
@@ -324,6 +330,7 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter
   }
 
   private void releasePartial() {
+    header = 0;
     headerBytes = 0;
     if (partial != null) {
       partial.release();
@@ -346,10 +353,4 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter
     return counter;
   }
 
-  private static long intLE(byte[] bytes, int offset) {
-    return (bytes[offset] & 0xffL)
-        | (bytes[offset + 1] & 0xffL) << 8
-        | (bytes[offset + 2] & 0xffL) << 16
-        | (bytes[offset + 3] & 0xffL) << 24;
-  }
 }

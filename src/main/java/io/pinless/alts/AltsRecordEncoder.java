@@ -64,7 +64,7 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
    */
   public AltsRecordEncoder(
       AltsRecordProtocol protocol, byte[] key, boolean isClient, int maxFrameSize) {
-    this(protocol, key, isClient, maxFrameSize, new AesGcm());
+    this(protocol, key, isClient, maxFrameSize, AesGcm.preferred());
   }
 
   AltsRecordEncoder(

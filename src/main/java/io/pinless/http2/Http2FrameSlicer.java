@@ -83,8 +83,11 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
   private int dataStreamId;
   private int dataFlags;
   private int dataFrameBytes;
-  /** The first bytes of a frame header that a read cut short. */
-  private final byte[] header = new byte[FRAME_HEADER_BYTES];
+  /**
+   * The first bytes of a frame header that a read cut short; null when none (it is rare, and an
+   * idle connection keeps no array).
+   */
+  private byte[] header;
   /** How many bytes of {@link #header} are filled. */
   private int headerBytes;
   /** The unit (frame or preface) being assembled; null when none. */
@@ -253,6 +256,7 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
     // The tail: the start of a frame.
     if (in.readableBytes() < FRAME_HEADER_BYTES) {
       headerBytes = in.readableBytes();
+      header = new byte[FRAME_HEADER_BYTES];
       in.readBytes(header, 0, headerBytes);
       return;
     }
@@ -346,6 +350,8 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
     if (headerBytes < FRAME_HEADER_BYTES) {
       return false;
     }
+    byte[] header = this.header;
+    this.header = null;
     headerBytes = 0;
     int length = (header[0] & 0xff) << 16 | (header[1] & 0xff) << 8 | (header[2] & 0xff);
     if (length > maxFrameSize) {
@@ -560,6 +566,7 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
   }
 
   private void releasePartial() {
+    header = null;
     headerBytes = 0;
     partialLeft = 0;
     dataLeft = 0;

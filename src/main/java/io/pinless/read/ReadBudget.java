@@ -30,13 +30,17 @@ public final class ReadBudget {
   public static final long DEFAULT_LIMIT_BYTES = 64L << 20;
 
   private final long limitBytes;
+  private static final ByteBuf[] NO_BUFFERS = new ByteBuf[0];
+  private static final int[] NO_CAPACITIES = new int[0];
+
   /**
-   * The tracked buffers, each with one reference held by this budget; {@code [0, count)}. Starts
-   * small (an idle connection keeps it) and doubles when a sweep cannot make room.
+   * The tracked buffers, each with one reference held by this budget; {@code [0, count)}. Empty
+   * while nothing is tracked (an idle connection holds no array), four slots when tracking
+   * starts, doubled when a sweep cannot make room.
    */
-  private ByteBuf[] tracked = new ByteBuf[4];
+  private ByteBuf[] tracked = NO_BUFFERS;
   /** The capacity each tracked buffer had when tracked (what it is counted for). */
-  private int[] capacities = new int[4];
+  private int[] capacities = NO_CAPACITIES;
   private int count;
   /** The capacities of the tracked buffers. */
   private long trackedBytes;
@@ -63,8 +67,9 @@ public final class ReadBudget {
     if (count == tracked.length) {
       sweep();
       if (count == tracked.length) {
-        tracked = Arrays.copyOf(tracked, count * 2);
-        capacities = Arrays.copyOf(capacities, count * 2);
+        int slots = Math.max(4, count * 2);
+        tracked = Arrays.copyOf(tracked, slots);
+        capacities = Arrays.copyOf(capacities, slots);
       }
     }
     capacities[count] = buf.capacity();
@@ -81,6 +86,11 @@ public final class ReadBudget {
   /** True while the buffers held downstream exceed the limit. */
   public boolean isExceeded() {
     return trackedBytes > limitBytes && retainedBytes() > limitBytes;
+  }
+
+  /** How many buffers the tracking arrays have room for: 0 while nothing is tracked. */
+  int slots() {
+    return tracked.length;
   }
 
   /** How many buffers are tracked (some may be released by the next sweep). */
@@ -103,6 +113,10 @@ public final class ReadBudget {
     }
     Arrays.fill(tracked, kept, count, null);
     count = kept;
+    if (count == 0) {
+      tracked = NO_BUFFERS;
+      capacities = NO_CAPACITIES;
+    }
   }
 
   /** Gives up this budget's references when the connection ends; it counts nothing after. */
@@ -113,5 +127,7 @@ public final class ReadBudget {
     }
     count = 0;
     trackedBytes = 0;
+    tracked = NO_BUFFERS;
+    capacities = NO_CAPACITIES;
   }
 }

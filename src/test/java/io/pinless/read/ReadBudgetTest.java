@@ -1,0 +1,52 @@
+package io.pinless.read;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.PooledByteBufAllocator;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+class ReadBudgetTest {
+  @Test
+  void countsRetainedBuffersAndHoldsNoArrayOnceAllAreReleased() {
+    ReadBudget budget = new ReadBudget(100_000);
+    assertEquals(0, budget.slots(), "a new budget holds no array");
+    List<ByteBuf> downstream = new ArrayList<>();
+    for (int i = 0; i < 10; i++) {
+      ByteBuf read = PooledByteBufAllocator.DEFAULT.directBuffer(16384);
+      budget.track(read);
+      downstream.add(read.retainedSlice(0, 100));
+      read.release(); // the reader is done with it; the budget and the slice hold it
+    }
+    assertEquals(10, budget.trackedBuffers());
+    assertTrue(budget.slots() >= 10, "the arrays grew");
+    assertEquals(10 * 16384, budget.retainedBytes());
+    assertTrue(budget.isExceeded());
+    for (int i = 0; i < 9; i++) {
+      downstream.get(i).release();
+    }
+    assertEquals(16384, budget.retainedBytes(), "a sweep dropped the nine released buffers");
+    assertTrue(budget.slots() > 0);
+    downstream.get(9).release();
+    budget.sweep();
+    assertEquals(0, budget.retainedBytes());
+    assertEquals(0, budget.slots(), "idle again: no array");
+  }
+
+  @Test
+  void releaseAllGivesUpItsReferences() {
+    ReadBudget budget = new ReadBudget(1000);
+    ByteBuf read = PooledByteBufAllocator.DEFAULT.directBuffer(4096);
+    budget.track(read);
+    ByteBuf slice = read.retainedSlice(0, 10);
+    read.release();
+    budget.releaseAll();
+    assertEquals(0, budget.slots());
+    assertEquals(1, read.refCnt(), "only the slice holds it now");
+    slice.release();
+    assertEquals(0, read.refCnt());
+  }
+}
