@@ -48,8 +48,11 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
   private long pendingBytes;
   /** Scratch: the NIO views of one frame's plaintext. */
   private ByteBuffer[] views = new ByteBuffer[2];
-  /** Scratch: the promises of writes that end in the frame being built. */
-  private final List<ChannelPromise> ending = new ArrayList<>();
+  /**
+   * Scratch: the promises of writes that end in the frame being built. Grows from nothing to the
+   * most a frame has had (ArrayList's default would keep ten slots on every connection).
+   */
+  private final List<ChannelPromise> ending = new ArrayList<>(0);
   /** The first fatal error; every later write fails with it. */
   private Throwable failure;
 
