@@ -36,6 +36,7 @@ import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -125,10 +126,10 @@ enum Variant {
     int serverPort();
 
     /** The client event loop (to watch for stalls). */
-    java.util.concurrent.ScheduledExecutorService clientLoop();
+    ScheduledExecutorService clientLoop();
 
     /** The server event loop (to watch for stalls). */
-    java.util.concurrent.ScheduledExecutorService serverLoop();
+    ScheduledExecutorService serverLoop();
 
     /** Direct bytes held by live buffers of both ends' pooled allocators. */
     default long pinnedDirectBytes() {
@@ -156,8 +157,51 @@ enum Variant {
   private static final int MAX_MESSAGE_BYTES = 256 << 20;
   private static final short RING_GROUP = 1;
 
+  /**
+   * What both stacks share: the started server, and the one-thread client and server event loops
+   * (each group has one loop, so the loop a stall probe watches is the one every channel uses).
+   */
+  private abstract static class LoopbackStack implements Stack {
+    /** The started server; null before {@link #start}. */
+    Server server;
+    private ScheduledExecutorService clientLoop;
+    private ScheduledExecutorService serverLoop;
+
+    /** Records the loops of the one-thread groups; called once by the constructor. */
+    void loops(ScheduledExecutorService client, ScheduledExecutorService server) {
+      this.clientLoop = client;
+      this.serverLoop = server;
+    }
+
+    @Override
+    public int serverPort() {
+      return server.getPort();
+    }
+
+    @Override
+    public ScheduledExecutorService clientLoop() {
+      return clientLoop;
+    }
+
+    @Override
+    public ScheduledExecutorService serverLoop() {
+      return serverLoop;
+    }
+
+    /** Shuts both event loop groups down and waits for them. */
+    abstract void shutdownLoops() throws InterruptedException;
+
+    @Override
+    public void close() throws InterruptedException {
+      if (server != null) {
+        server.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+      }
+      shutdownLoops();
+    }
+  }
+
   /** grpc-netty on the project's Netty. */
-  private static final class NettyStack implements Stack {
+  private static final class NettyStack extends LoopbackStack {
     private final Transport transport;
     private final ServerCredentials serverCreds;
     private final ChannelCredentials channelCreds;
@@ -165,7 +209,6 @@ enum Variant {
     private final PooledByteBufAllocator serverAlloc = new PooledByteBufAllocator(true);
     private final EventLoopGroup serverGroup;
     private final EventLoopGroup clientGroup;
-    private Server server;
 
     NettyStack(Transport transport, ServerCredentials serverCreds, ChannelCredentials channelCreds) {
       this.transport = transport;
@@ -173,6 +216,7 @@ enum Variant {
       this.channelCreds = channelCreds;
       this.serverGroup = new MultiThreadIoEventLoopGroup(1, ioHandler(serverAlloc));
       this.clientGroup = new MultiThreadIoEventLoopGroup(1, ioHandler(alloc));
+      loops(clientGroup.next(), serverGroup.next());
     }
 
     private IoHandlerFactory ioHandler(PooledByteBufAllocator alloc) {
@@ -218,21 +262,6 @@ enum Variant {
     }
 
     @Override
-    public int serverPort() {
-      return server.getPort();
-    }
-
-    @Override
-    public java.util.concurrent.ScheduledExecutorService clientLoop() {
-      return clientGroup.next();
-    }
-
-    @Override
-    public java.util.concurrent.ScheduledExecutorService serverLoop() {
-      return serverGroup.next();
-    }
-
-    @Override
     public ManagedChannel newChannel(int port) {
       NettyChannelBuilder builder =
           NettyChannelBuilder.forAddress(new InetSocketAddress("127.0.0.1", port), channelCreds)
@@ -271,10 +300,7 @@ enum Variant {
     }
 
     @Override
-    public void close() throws InterruptedException {
-      if (server != null) {
-        server.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
-      }
+    void shutdownLoops() throws InterruptedException {
       clientGroup.shutdownGracefully(0, 5, TimeUnit.SECONDS).await(10, TimeUnit.SECONDS);
       serverGroup.shutdownGracefully(0, 5, TimeUnit.SECONDS).await(10, TimeUnit.SECONDS);
     }
@@ -284,7 +310,7 @@ enum Variant {
    * grpc-netty-shaded, which grpc-alts's credentials need, on the same kind of event loops; it
    * carries no io_uring transport, so io_uring runs it on epoll (and says so).
    */
-  private static final class ShadedStack implements Stack {
+  private static final class ShadedStack extends LoopbackStack {
     private final Transport requested;
     private final Transport transport;
     private final ServerCredentials serverCreds;
@@ -295,7 +321,6 @@ enum Variant {
         new io.grpc.netty.shaded.io.netty.buffer.PooledByteBufAllocator(true);
     private final io.grpc.netty.shaded.io.netty.channel.EventLoopGroup serverGroup;
     private final io.grpc.netty.shaded.io.netty.channel.EventLoopGroup clientGroup;
-    private Server server;
 
     ShadedStack(Transport transport, ServerCredentials serverCreds, ChannelCredentials channelCreds) {
       this.requested = transport;
@@ -304,6 +329,7 @@ enum Variant {
       this.channelCreds = channelCreds;
       this.serverGroup = newGroup();
       this.clientGroup = newGroup();
+      loops(clientGroup.next(), serverGroup.next());
     }
 
     private io.grpc.netty.shaded.io.netty.channel.EventLoopGroup newGroup() {
@@ -335,21 +361,6 @@ enum Variant {
           .build()
           .start();
       return server;
-    }
-
-    @Override
-    public int serverPort() {
-      return server.getPort();
-    }
-
-    @Override
-    public java.util.concurrent.ScheduledExecutorService clientLoop() {
-      return clientGroup.next();
-    }
-
-    @Override
-    public java.util.concurrent.ScheduledExecutorService serverLoop() {
-      return serverGroup.next();
     }
 
     @Override
@@ -388,10 +399,7 @@ enum Variant {
     }
 
     @Override
-    public void close() throws InterruptedException {
-      if (server != null) {
-        server.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
-      }
+    void shutdownLoops() throws InterruptedException {
       clientGroup.shutdownGracefully(0, 5, TimeUnit.SECONDS).await(10, TimeUnit.SECONDS);
       serverGroup.shutdownGracefully(0, 5, TimeUnit.SECONDS).await(10, TimeUnit.SECONDS);
     }

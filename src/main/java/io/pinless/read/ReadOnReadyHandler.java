@@ -49,10 +49,9 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
    * them) instead of copying them, as a slice pins at most four times its size. Larger than
    * grpc-go's 32.5 KiB because each read costs the decoders behind a pass (measured over
    * plaintext: 32 KiB reads allocated 15% more heap per downloaded byte than stock grpc-netty,
-   * which reads up to 64 KiB).
+   * which reads up to 64 KiB). Reads start at the maximum, shrink (to {@link #MIN_READ_BYTES})
+   * for trickles and grow back to it.
    */
-  public static final int INITIAL_READ_BYTES = 48 * 1024;
-  /** 48 KiB: reads shrink (to {@link #MIN_READ_BYTES}) for trickles and grow back to this. */
   public static final int MAX_READ_BYTES = 48 * 1024;
   /**
    * 32 KiB, near grpc-go's 32.5 KiB, for ALTS: two 16 KiB records nearly fit, and the records of
@@ -75,9 +74,12 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
   /** The longest the sweep timer waits: it doubles each time from {@link #SWEEP_MILLIS}. */
   public static final long MAX_SWEEP_MILLIS = 1280;
 
-  /** Stateless; each channel gets its own handle from it. */
+  /** 64 KiB: the largest read any handler may be given, the top of Netty's adaptive table. */
+  private static final int LARGEST_READ_BYTES = 64 * 1024;
+
+  /** Stateless; each channel gets its own handle from it (clamped to the handler's maximum). */
   private static final AdaptiveRecvByteBufAllocator SIZES =
-      new AdaptiveRecvByteBufAllocator(MIN_READ_BYTES, 64 * 1024, 64 * 1024);
+      new AdaptiveRecvByteBufAllocator(MIN_READ_BYTES, LARGEST_READ_BYTES, LARGEST_READ_BYTES);
 
   private final ReadBudget budget;
   /** The largest read asked for. */
@@ -111,7 +113,7 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
    * {@link #ALTS_READ_BYTES} where records are decrypted behind it).
    */
   public ReadOnReadyHandler(ReadBudget budget, boolean holdWhileUnwritable, int maxReadBytes) {
-    if (maxReadBytes < MIN_READ_BYTES || maxReadBytes > 64 * 1024) {
+    if (maxReadBytes < MIN_READ_BYTES || maxReadBytes > LARGEST_READ_BYTES) {
       throw new IllegalArgumentException("maxReadBytes must be 1 KiB to 64 KiB: " + maxReadBytes);
     }
     this.budget = budget;

@@ -54,7 +54,7 @@ class ReadOnReadyHandlerTest {
     assertFalse(s.ch.config().isAutoRead());
     RecvByteBufAllocator.Handle handle = s.ch.config().getRecvByteBufAllocator().newHandle();
     handle.reset(s.ch.config());
-    assertEquals(ReadOnReadyHandler.INITIAL_READ_BYTES, handle.guess());
+    assertEquals(ReadOnReadyHandler.MAX_READ_BYTES, handle.guess(), "reads start at the maximum");
     assertTrue(handle instanceof RecvByteBufAllocator.ExtendedHandle, "epoll needs the extended one");
     s.ch.finishAndReleaseAll();
   }
