@@ -1,5 +1,6 @@
 package io.pinless.compare;
 
+import io.grpc.Attributes;
 import io.grpc.ChannelCredentials;
 import io.grpc.InsecureChannelCredentials;
 import io.grpc.InsecureServerCredentials;
@@ -7,6 +8,7 @@ import io.grpc.ManagedChannel;
 import io.grpc.Server;
 import io.grpc.ServerCredentials;
 import io.grpc.ServerServiceDefinition;
+import io.grpc.ServerTransportFilter;
 import io.grpc.alts.AltsChannelCredentials;
 import io.grpc.alts.AltsServerCredentials;
 import io.grpc.netty.NettyChannelBuilder;
@@ -38,6 +40,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * What is compared: each variant is a grpc-java server and client set up as a user would, with
@@ -148,6 +151,11 @@ enum Variant {
     /** Pooled direct buffers allocated and not released (both ends). */
     long activeDirectBuffers();
 
+    /**
+     * Waits up to {@code millis} until the server has no connection left (the server's ends of
+     * closed client channels close a little after the clients' ends); false if some remain.
+     */
+    boolean awaitNoServerConnections(long millis) throws InterruptedException;
 
 
     @Override
@@ -162,8 +170,39 @@ enum Variant {
    * (each group has one loop, so the loop a stall probe watches is the one every channel uses).
    */
   private abstract static class LoopbackStack implements Stack {
+    private static final Attributes.Key<Boolean> COUNTED =
+        Attributes.Key.create("pinless-compare.counted");
     /** The started server; null before {@link #start}. */
     Server server;
+    /** Counts the server's open connections; every stack's server builder adds it. */
+    final ServerTransportFilter connectionCounter = new ServerTransportFilter() {
+      @Override
+      public Attributes transportReady(Attributes attributes) {
+        serverConnections.incrementAndGet();
+        return attributes.toBuilder().set(COUNTED, Boolean.TRUE).build();
+      }
+
+      @Override
+      public void transportTerminated(Attributes attributes) {
+        // a transport that never became ready may still terminate: count only those that did
+        if (attributes != null && attributes.get(COUNTED) != null) {
+          serverConnections.decrementAndGet();
+        }
+      }
+    };
+    private final AtomicInteger serverConnections = new AtomicInteger();
+
+    @Override
+    public boolean awaitNoServerConnections(long millis) throws InterruptedException {
+      long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(millis);
+      while (serverConnections.get() > 0) {
+        if (System.nanoTime() - end > 0) {
+          return false;
+        }
+        Thread.sleep(10);
+      }
+      return true;
+    }
     private ScheduledExecutorService clientLoop;
     private ScheduledExecutorService serverLoop;
 
@@ -253,7 +292,8 @@ enum Variant {
               .withChildOption(ChannelOption.ALLOCATOR, serverAlloc)
               .directExecutor()
               .maxInboundMessageSize(MAX_MESSAGE_BYTES)
-              .addService(service);
+              .addService(service)
+              .addTransportFilter(connectionCounter);
       if (transport == Transport.IO_URING) {
         builder.withChildOption(IoUringChannelOption.IO_URING_BUFFER_GROUP_ID, RING_GROUP);
       }
@@ -358,6 +398,7 @@ enum Variant {
           .directExecutor()
           .maxInboundMessageSize(MAX_MESSAGE_BYTES)
           .addService(service)
+          .addTransportFilter(connectionCounter)
           .build()
           .start();
       return server;

@@ -159,6 +159,11 @@ public final class VariantRun {
   /** Opens the idle connections, one call each, lets them settle, and measures what they hold. */
   private JsonObject idle(Variant.Stack stack) throws Exception {
     int n = options.idleConnections;
+    // the server's ends of the closed clients may still hold buffers (a response being written
+    // when the client went away): the baseline is taken once they are gone
+    if (!stack.awaitNoServerConnections(10_000)) {
+      throw new IllegalStateException("the server's ends of the closed clients did not close in 10 s");
+    }
     long heapBefore = MemoryMonitor.heapAfterFullCollection();
     long pinnedBefore = stack.pinnedDirectBytes();
     long buffersBefore = stack.activeDirectBuffers();
