@@ -81,7 +81,9 @@ import org.openjdk.jmh.infra.Blackhole;
  */
 @BenchmarkMode(Mode.Throughput)
 @OutputTimeUnit(TimeUnit.SECONDS)
-@Fork(1)
+@Fork(value = 1, jvmArgsAppend = {
+    // workers with fast thread-locals, as event loops are (see EventLoopLikeExecutor)
+    "-Djmh.executor=CUSTOM", "-Djmh.executor.class=io.pinless.bench.EventLoopLikeExecutor"})
 @Warmup(iterations = 3, time = 2)
 @Measurement(iterations = 5, time = 2)
 public class AltsRecordCodecBenchmark {

@@ -12,17 +12,22 @@ import javax.crypto.spec.GCMParameterSpec;
 import javax.crypto.spec.SecretKeySpec;
 
 /**
- * AES-GCM with a 16-byte tag over a {@link Cipher} that is built once per thread and provider and
- * re-initialised, with the record's key and nonce, for every record (a new nonce needs a new init
- * anyway; building a {@code Cipher} per record would cost far more). Sharing it between the
- * connections of an event loop keeps an idle ALTS connection from holding cipher objects of its
- * own: each call runs to its end on one thread, and nothing of a record is left in the cipher
- * for the next but the key, which {@link #forget()} overwrites.
+ * AES-128-GCM with a 16-byte tag, for records: each call takes the record's 16-byte key and
+ * 12-byte nonce as arrays the caller keeps (so a connection holds its key as bytes it can wipe).
  *
- * <p>The provider is Conscrypt (BoringSSL) when it is on the classpath and usable, else the JDK's.
- * Conscrypt seals and opens whole direct buffers in one native call (5.3 GB/s here against the
- * JDK's 2.5 GB/s on direct buffers) but buffers everything given to {@code update}, so with
- * Conscrypt a record is always one {@code doFinal} over a contiguous buffer.
+ * <p>Two engines. With Conscrypt on the class path, records are sealed and opened by its native
+ * one-shot calls ({@link ConscryptAead}): no {@code Cipher}, nothing allocated on the Java heap
+ * per record. Otherwise (the JDK, or a Conscrypt that does not offer those calls) a {@link Cipher}
+ * built once per thread and provider is re-initialised with the record's key and nonce for every
+ * record (a new nonce needs a new init; building a {@code Cipher} per record would cost far more).
+ * Sharing it between the connections of an event loop keeps an idle ALTS connection from holding
+ * cipher objects of its own: each call runs to its end on one thread, and nothing of a record is
+ * left in the cipher for the next but the key, which {@link #forget()} overwrites.
+ *
+ * <p>Conscrypt (either way) seals and opens only whole direct buffers in one native call (5.3 GB/s
+ * here against the JDK's 2.5 GB/s on direct buffers); through its {@code Cipher} it would buffer
+ * everything given to {@code update} on the heap, so with Conscrypt a record should reach
+ * {@link #seal} as one buffer ({@link #sealsWholeBuffersOnly()}).
  *
  * <p>Aliasing: the plaintexts given to {@link #seal} must not overlap {@code out}; the input and
  * output of {@link #open} must not overlap.
@@ -30,6 +35,8 @@ import javax.crypto.spec.SecretKeySpec;
 final class AesGcm {
   /** GCM tag length in bytes; ALTS uses the full 128-bit tag. */
   static final int TAG_BYTES = 16;
+  /** AES-128's key length in bytes. */
+  static final int KEY_BYTES = 16;
 
   /** Per thread: the cipher of each provider, and what it last encrypted under. */
   private static final FastThreadLocal<PerThread> PER_THREAD =
@@ -49,16 +56,22 @@ final class AesGcm {
   }
 
   /**
-   * One provider's cipher on one thread, and the key and nonce of its last encryption: providers
-   * refuse to encrypt twice in a row under one key and nonce, which is right within a connection
-   * (its counter never repeats) but must not trip when two record ciphers with equal keys (tests
-   * have them; handshakes never give two connections one key) take turns on a thread.
+   * One provider's cipher on one thread, the key object it was last given (rebuilt only when the
+   * key bytes change, as when connections take turns on the thread), and the key and nonce of its
+   * last encryption: providers refuse to encrypt twice in a row under one key and nonce, which is
+   * right within a connection (its counter never repeats) but must not trip when two record
+   * ciphers with equal keys (tests have them; handshakes never give two connections one key) take
+   * turns on a thread.
    */
   private static final class Slot {
     final Cipher cipher;
-    /** The key of the last encryption; compared by identity first, by value only when needed. */
-    SecretKeySpec lastKey;
-    byte[] lastNonce = new byte[12];
+    /** The bytes of {@link #spec}. */
+    final byte[] specBytes = new byte[KEY_BYTES];
+    /** The key last given to the cipher; null when none or after {@link #forget()}. */
+    SecretKeySpec spec;
+    /** The key and nonce of the last encryption. */
+    final byte[] lastKey = new byte[KEY_BYTES];
+    final byte[] lastNonce = new byte[12];
 
     Slot(Cipher cipher) {
       this.cipher = cipher;
@@ -66,21 +79,18 @@ final class AesGcm {
   }
 
   /** A key of zeros: what {@link #forget()} leaves in this thread's cipher. */
-  private static final SecretKeySpec ZERO_KEY = new SecretKeySpec(new byte[16], "AES");
+  private static final SecretKeySpec ZERO_KEY = new SecretKeySpec(new byte[KEY_BYTES], "AES");
 
   /** The provider asked for; null for the JDK's default. */
   private final Provider provider;
+  /** Conscrypt's native calls, or null to go through the {@code Cipher}. */
+  private final ConscryptAead nativeAead;
   /** True when the provider is Conscrypt, which must see a record as one contiguous buffer. */
-  private final boolean oneShotOnly;
-
-  /** Uses the preferred provider ({@link CryptoProvider#preferred()}). */
-  AesGcm() {
-    this(CryptoProvider.preferred());
-  }
+  private final boolean wholeBuffersOnly;
 
   /** Holds the one instance for the preferred provider, built on first use. */
   private static final class Preferred {
-    static final AesGcm INSTANCE = new AesGcm();
+    static final AesGcm INSTANCE = new AesGcm(CryptoProvider.preferred());
   }
 
   /**
@@ -91,11 +101,24 @@ final class AesGcm {
     return Preferred.INSTANCE;
   }
 
-  /** Uses {@code provider}, or the JDK's default when it is null. */
+  /**
+   * Uses {@code provider}, or the JDK's default when it is null; with Conscrypt, its native calls
+   * when they load.
+   */
   AesGcm(Provider provider) {
+    this(provider, isConscrypt(provider) ? ConscryptAead.loadOrNull() : null);
+  }
+
+  /** Uses {@code provider}, and {@code nativeAead} for records when it is not null. */
+  AesGcm(Provider provider, ConscryptAead nativeAead) {
     this.provider = provider;
-    this.oneShotOnly = provider != null && provider.getName().startsWith("Conscrypt");
+    this.nativeAead = nativeAead;
+    this.wholeBuffersOnly = isConscrypt(provider);
     slot(PER_THREAD.get()); // fails here, not at the first record, if the provider has no AES-GCM
+  }
+
+  private static boolean isConscrypt(Provider provider) {
+    return provider != null && provider.getName().startsWith("Conscrypt");
   }
 
   /** This thread's cipher for the provider, built on first use. */
@@ -115,12 +138,15 @@ final class AesGcm {
   }
 
   /**
-   * Overwrites the key this thread's cipher was last initialised with (it may be a record key of
-   * the caller's) with a key of zeros.
+   * Overwrites what this thread's cipher keeps of the last key it was given (it may be a record
+   * key of the caller's) with a key of zeros. The native calls keep nothing between calls.
    */
   void forget() {
     PerThread thread = PER_THREAD.get();
-    initWithZeroKey(thread, slot(thread));
+    Slot slot = thread.slots.get(provider);
+    if (slot != null) {
+      initWithZeroKey(thread, slot);
+    }
   }
 
   /** Encrypt mode, with a nonce this thread never used with the zero key. */
@@ -135,29 +161,36 @@ final class AesGcm {
     } catch (GeneralSecurityException e) {
       throw new IllegalStateException("AES-GCM refused a 16-byte key", e);
     }
-    slot.lastKey = ZERO_KEY;
-    slot.lastNonce = nonce;
+    slot.spec = null;
+    Arrays.fill(slot.specBytes, (byte) 0);
+    Arrays.fill(slot.lastKey, (byte) 0);
+    System.arraycopy(nonce, 0, slot.lastNonce, 0, nonce.length);
   }
 
   /** This thread's cipher, initialised in {@code mode} with {@code key} and {@code nonce}. */
-  private Cipher init(int mode, SecretKeySpec key, byte[] nonce) throws GeneralSecurityException {
+  private Cipher init(int mode, byte[] key, byte[] nonce) throws GeneralSecurityException {
     PerThread thread = PER_THREAD.get();
     Slot slot = slot(thread);
     if (mode == Cipher.ENCRYPT_MODE) {
       // Another record cipher's equal key and nonce (never so between two handshakes' keys):
       // make the provider forget the last encryption rather than take this one for a repeat.
-      if (key != slot.lastKey && Arrays.equals(nonce, slot.lastNonce) && key.equals(slot.lastKey)) {
+      if (Arrays.equals(nonce, slot.lastNonce) && Arrays.equals(key, slot.lastKey)) {
         initWithZeroKey(thread, slot);
       }
-      slot.lastKey = key;
-      if (nonce.length == slot.lastNonce.length) {
-        System.arraycopy(nonce, 0, slot.lastNonce, 0, nonce.length);
-      } else {
-        slot.lastNonce = nonce.clone();
-      }
+      System.arraycopy(key, 0, slot.lastKey, 0, KEY_BYTES);
+      System.arraycopy(nonce, 0, slot.lastNonce, 0, slot.lastNonce.length);
     }
-    slot.cipher.init(mode, key, new GCMParameterSpec(TAG_BYTES * 8, nonce));
+    if (slot.spec == null || !Arrays.equals(key, slot.specBytes)) {
+      slot.spec = new SecretKeySpec(key, "AES");
+      System.arraycopy(key, 0, slot.specBytes, 0, KEY_BYTES);
+    }
+    slot.cipher.init(mode, slot.spec, new GCMParameterSpec(TAG_BYTES * 8, nonce));
     return slot.cipher;
+  }
+
+  /** A new instance with this one's provider and engine (a fresh per-thread history aside). */
+  AesGcm fresh() {
+    return new AesGcm(provider, nativeAead);
   }
 
   /** The provider asked for; null for the JDK's default. */
@@ -167,57 +200,67 @@ final class AesGcm {
 
   /** The name of the provider in use, for reports. */
   String providerName() {
-    return slot(PER_THREAD.get()).cipher.getProvider().getName();
+    String name = slot(PER_THREAD.get()).cipher.getProvider().getName();
+    return nativeAead != null ? name + " (native calls)" : name;
+  }
+
+  /** Whether records go through Conscrypt's native calls rather than a {@code Cipher}. */
+  boolean usesNativeCalls() {
+    return nativeAead != null;
   }
 
   /**
    * Encrypts the concatenation of {@code plaintexts[0..count)} into {@code out}, followed by the
    * tag. Every plaintext's position is advanced to its limit; {@code out}'s by the plaintext
-   * length plus {@link #TAG_BYTES}.
+   * length plus {@link #TAG_BYTES}. With {@link #sealsWholeBuffersOnly()}, several pieces are
+   * first copied into one temporary buffer: callers with many pieces should gather them first.
    */
-  void seal(SecretKeySpec key, byte[] nonce, ByteBuffer[] plaintexts, int count, ByteBuffer out)
+  void seal(byte[] key, byte[] nonce, ByteBuffer[] plaintexts, int count, ByteBuffer out)
       throws GeneralSecurityException {
-    if (count > 1 && oneShotOnly) {
-      // Conscrypt would buffer every update() on the heap: gather the pieces into the frame
-      // buffer and seal them in place in one native call instead.
-      int start = out.position();
+    if (count > 1 && wholeBuffersOnly) {
+      int total = 0;
       for (int i = 0; i < count; i++) {
-        out.put(plaintexts[i]);
+        total += plaintexts[i].remaining();
       }
-      int plaintextBytes = out.position() - start;
-      out.position(start);
-      sealInPlace(key, nonce, out, plaintextBytes);
+      ByteBuffer whole = ByteBuffer.allocateDirect(total);
+      for (int i = 0; i < count; i++) {
+        whole.put(plaintexts[i]);
+      }
+      seal(key, nonce, whole.flip(), out);
+      return;
+    }
+    if (count == 1) {
+      seal(key, nonce, plaintexts[0], out);
       return;
     }
     Cipher cipher = init(Cipher.ENCRYPT_MODE, key, nonce);
-    if (count == 1) {
-      cipher.doFinal(plaintexts[0], out);
-    } else {
-      for (int i = 0; i < count; i++) {
-        cipher.update(plaintexts[i], out);
-      }
-      cipher.doFinal(EMPTY, out);
+    for (int i = 0; i < count; i++) {
+      cipher.update(plaintexts[i], out);
     }
+    cipher.doFinal(EMPTY, out);
   }
 
   /**
-   * Whether {@link #sealInPlace} is the cheaper way to seal a plaintext of several pieces:
-   * copying the pieces into the frame first (Conscrypt, which seals only whole buffers).
+   * Encrypts {@code plaintext}'s remaining bytes into {@code out}, followed by the tag; advances
+   * {@code plaintext}'s position to its limit and {@code out}'s by the bytes written.
    */
-  boolean prefersSealInPlace() {
-    return oneShotOnly;
-  }
-
-  /**
-   * Encrypts the {@code plaintextBytes} bytes at {@code region}'s position in place, followed by
-   * the tag; advances the position past the tag.
-   */
-  void sealInPlace(SecretKeySpec key, byte[] nonce, ByteBuffer region, int plaintextBytes)
+  void seal(byte[] key, byte[] nonce, ByteBuffer plaintext, ByteBuffer out)
       throws GeneralSecurityException {
-    Cipher cipher = init(Cipher.ENCRYPT_MODE, key, nonce);
-    ByteBuffer in = region.duplicate();
-    in.limit(region.position() + plaintextBytes);
-    cipher.doFinal(in, region);
+    if (nativeAead != null && plaintext.isDirect() && out.isDirect()) {
+      int written = nativeAead.seal(key, nonce, plaintext, out);
+      plaintext.position(plaintext.limit());
+      out.position(out.position() + written);
+      return;
+    }
+    init(Cipher.ENCRYPT_MODE, key, nonce).doFinal(plaintext, out);
+  }
+
+  /**
+   * Whether a plaintext of several pieces should reach {@link #seal} as one buffer (Conscrypt):
+   * the caller then gathers it into a buffer of its own choosing.
+   */
+  boolean sealsWholeBuffersOnly() {
+    return wholeBuffersOnly;
   }
 
   /**
@@ -227,15 +270,30 @@ final class AesGcm {
    *
    * @throws javax.crypto.AEADBadTagException if the tag does not verify
    */
-  void open(SecretKeySpec key, byte[] nonce, ByteBuffer ciphertextAndTag, ByteBuffer out)
+  void open(byte[] key, byte[] nonce, ByteBuffer ciphertextAndTag, ByteBuffer out)
       throws GeneralSecurityException {
-    Cipher cipher = init(Cipher.DECRYPT_MODE, key, nonce);
-    cipher.doFinal(ciphertextAndTag, out);
+    if (nativeAead != null && ciphertextAndTag.isDirect() && out.isDirect()) {
+      int written = nativeAead.open(key, nonce, ciphertextAndTag, out, null);
+      ciphertextAndTag.position(ciphertextAndTag.limit());
+      out.position(out.position() + written);
+      return;
+    }
+    init(Cipher.DECRYPT_MODE, key, nonce).doFinal(ciphertextAndTag, out);
   }
 
   /** Same as {@link #seal} and {@link #open} with additional authenticated data, for vectors. */
-  byte[] crypt(int mode, SecretKeySpec key, byte[] nonce, byte[] aad, byte[] input)
+  byte[] crypt(int mode, byte[] key, byte[] nonce, byte[] aad, byte[] input)
       throws GeneralSecurityException {
+    if (nativeAead != null) {
+      ByteBuffer in = ByteBuffer.allocateDirect(input.length).put(input).flip();
+      ByteBuffer out = ByteBuffer.allocateDirect(input.length + TAG_BYTES);
+      int n = mode == Cipher.ENCRYPT_MODE
+          ? nativeAead.seal(key, nonce, in, out, aad)
+          : nativeAead.open(key, nonce, in, out, aad);
+      byte[] result = new byte[n];
+      out.get(result);
+      return result;
+    }
     Cipher cipher = init(mode, key, nonce);
     if (aad.length > 0) {
       cipher.updateAAD(aad);

@@ -77,14 +77,30 @@ final class AltsFrames {
 
   /**
    * A view of bytes {@code [index, index + length)} of {@code buf} as one NIO buffer, without a
-   * copy when the buffer is contiguous. The view is only valid until the next call for the same
-   * {@code buf}.
+   * copy when the buffer is contiguous, and without a new object when the buffer (or, for a slice
+   * or duplicate, the buffer under it) keeps a reusable internal view: a slice's bytes are found
+   * in the buffer under it from the two memory addresses. The view is only valid until the next
+   * call for the same buffer or any buffer sharing its memory: two views needed at once must be of
+   * buffers that do not share one (a frame and the buffer its plaintext goes to never do).
    *
    * @param buf borrowed: indexes are not moved
    */
   static ByteBuffer view(ByteBuf buf, int index, int length) {
-    return buf.nioBufferCount() == 1
-        ? buf.internalNioBuffer(index, length)
-        : buf.nioBuffer(index, length);
+    if (buf.nioBufferCount() != 1) {
+      return buf.nioBuffer(index, length);
+    }
+    if (buf.hasMemoryAddress()) {
+      ByteBuf root = buf;
+      for (ByteBuf under = root.unwrap();
+          under != null && under.hasMemoryAddress() && under.nioBufferCount() == 1;
+          under = under.unwrap()) {
+        root = under;
+      }
+      if (root != buf) {
+        long offset = buf.memoryAddress() - root.memoryAddress();
+        return root.internalNioBuffer((int) offset + index, length);
+      }
+    }
+    return buf.internalNioBuffer(index, length);
   }
 }

@@ -133,11 +133,21 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
       frame.writeIntLE(payload + AltsFrames.MIN_LENGTH);
       frame.writeIntLE(AltsFrames.TYPE_RECORD);
       ByteBuf head = pending.peek();
-      if (cipher.prefersSealInPlace()
-          && (head.readableBytes() < payload || head.nioBufferCount() != 1)) {
-        // Several pieces: copy them into the frame (no NIO view of each) and seal in place.
-        copyPending(frame, AltsFrames.HEADER_BYTES, payload);
-        cipher.sealInPlace(nonce, AltsFrames.view(frame, 8, payload + AesGcm.TAG_BYTES), payload);
+      if (head.readableBytes() >= payload && head.nioBufferCount() == 1) {
+        // One piece (the common case for large writes): sealed straight from the caller's buffer.
+        cipher.seal(nonce, AltsFrames.view(head, head.readerIndex(), payload),
+            AltsFrames.view(frame, 8, payload + AesGcm.TAG_BYTES));
+      } else if (cipher.sealsWholeBuffersOnly()) {
+        // Several pieces and a provider that seals only whole buffers: gather them into one
+        // pooled buffer (no NIO view of each piece) and seal from it.
+        ByteBuf whole = ctx.alloc().directBuffer(payload);
+        try {
+          copyPending(whole, 0, payload);
+          cipher.seal(nonce, AltsFrames.view(whole, 0, payload),
+              AltsFrames.view(frame, 8, payload + AesGcm.TAG_BYTES));
+        } finally {
+          whole.release();
+        }
       } else {
         int count = gatherViews(payload);
         cipher.seal(nonce, views, count, AltsFrames.view(frame, 8, payload + AesGcm.TAG_BYTES));
@@ -158,19 +168,19 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
   }
 
   /**
-   * Copies the next {@code payload} pending bytes into {@code frame} from {@code index} on,
+   * Copies the next {@code payload} pending bytes into {@code into} from {@code index} on,
    * leaving every reader index as it is.
    *
-   * @param frame borrowed: its writer index is not moved
+   * @param into borrowed: its writer index is not moved
    */
-  private void copyPending(ByteBuf frame, int index, int payload) {
+  private void copyPending(ByteBuf into, int index, int payload) {
     int left = payload;
     for (ByteBuf buf : pending) {
       if (left == 0) {
         break;
       }
       int n = Math.min(left, buf.readableBytes());
-      frame.setBytes(index, buf, buf.readerIndex(), n);
+      into.setBytes(index, buf, buf.readerIndex(), n);
       index += n;
       left -= n;
     }

@@ -51,8 +51,8 @@ final class RecordCipher {
 
   /** The counter bytes 2..7 that {@link #recordKey} was derived for, big-endian (rekey only). */
   private long keyCounter;
-  /** The AES key of the current record. */
-  private SecretKeySpec recordKey;
+  /** The AES key of the current record (16 bytes; rewritten in place on a key change). */
+  private byte[] recordKey;
   /** True after {@link #destroy()}. */
   private boolean destroyed;
 
@@ -69,9 +69,10 @@ final class RecordCipher {
             "ALTSRP_GCM_AES128 needs a 16-byte key, got " + key.length);
       }
       this.rekeyMaterial = null;
-      this.recordKey = new SecretKeySpec(key, 0, AES128_KEY_BYTES, "AES");
+      this.recordKey = key.clone();
     } else {
       this.rekeyMaterial = Arrays.copyOf(key, KDF_KEY_BYTES + NONCE_BYTES);
+      this.recordKey = new byte[AES128_KEY_BYTES];
       deriveKey(new byte[NONCE_BYTES]);
     }
   }
@@ -85,18 +86,18 @@ final class RecordCipher {
     aes.seal(prepare(counter), nonceFor(counter), plaintexts, count, out);
   }
 
-  /** Whether {@link #sealInPlace} is the cheaper way to seal a plaintext of several pieces. */
-  boolean prefersSealInPlace() {
-    return aes.prefersSealInPlace();
+  /**
+   * Encrypts {@code plaintext}'s remaining bytes as the record numbered {@code counter} into
+   * {@code out}: ciphertext then tag.
+   */
+  void seal(byte[] counter, ByteBuffer plaintext, ByteBuffer out)
+      throws GeneralSecurityException {
+    aes.seal(prepare(counter), nonceFor(counter), plaintext, out);
   }
 
-  /**
-   * Encrypts, as the record numbered {@code counter}, the {@code plaintextBytes} bytes at
-   * {@code region}'s position in place, followed by the tag.
-   */
-  void sealInPlace(byte[] counter, ByteBuffer region, int plaintextBytes)
-      throws GeneralSecurityException {
-    aes.sealInPlace(prepare(counter), nonceFor(counter), region, plaintextBytes);
+  /** Whether a plaintext of several pieces should be gathered into one buffer before sealing. */
+  boolean sealsWholeBuffersOnly() {
+    return aes.sealsWholeBuffersOnly();
   }
 
   /**
@@ -131,12 +132,12 @@ final class RecordCipher {
     }
     // This thread's scratch may hold this connection's last masked nonce.
     Arrays.fill(SCRATCH.get()[0], (byte) 0);
-    recordKey = null;
+    Arrays.fill(recordKey, (byte) 0);
     // The thread's cipher may still hold this connection's last record key.
     aes.forget();
   }
 
-  private SecretKeySpec prepare(byte[] counter) {
+  private byte[] prepare(byte[] counter) {
     if (destroyed) {
       throw new IllegalStateException("record cipher was destroyed");
     }
@@ -184,7 +185,7 @@ final class RecordCipher {
     } catch (GeneralSecurityException e) {
       throw new IllegalStateException("HmacSHA256 refused a 32-byte key or its output buffer", e);
     }
-    recordKey = new SecretKeySpec(macOut, 0, AES128_KEY_BYTES, "AES");
+    System.arraycopy(macOut, 0, recordKey, 0, AES128_KEY_BYTES);
     Arrays.fill(macOut, (byte) 0);
   }
 }

@@ -347,6 +347,7 @@ class AltsRecordDecoderTest {
   @Test
   void usesConscryptWhenItIsOnTheClasspath() {
     assertTrue(server().decoder.providerName().startsWith("Conscrypt"));
+    assertTrue(server().decoder.providerName().endsWith("(native calls)"), server().decoder.providerName());
   }
 
   @Test
