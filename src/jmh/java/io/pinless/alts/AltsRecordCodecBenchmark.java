@@ -64,8 +64,17 @@ import org.openjdk.jmh.infra.Blackhole;
  *       AES/GCM/NoPadding from the provider pinless uses ({@link CryptoProvider#preferred()}), one
  *       {@code init} and one {@code doFinal(ByteBuffer, ByteBuffer)} per frame's worth of bytes on
  *       direct buffers, no framing, no key derivation. Encryption takes a fresh nonce per call;
- *       decryption opens the same sealed record under the same nonce every time.
+ *       decryption opens the same sealed record under the same nonce every time. This is the
+ *       limit the issue names; pinless's records no longer go through a {@code Cipher}.
+ *   <li>{@code nativeDecrypt} / {@code nativeEncrypt}: the same on Conscrypt's one-shot native
+ *       calls ({@link ConscryptAead}), which pinless's records go through when Conscrypt loads: the
+ *       limit of what pinless does now (needs Conscrypt).
  * </ul>
+ *
+ * <p>Threads. Every row runs on JMH workers that are fast-thread-local threads of both Netty
+ * copies ({@link io.pinless.bench.EventLoopLikeExecutor}), as event loops are: on a plain thread
+ * Netty 4.2's pooled allocator neither caches nor recycles buffer objects, which charged each row
+ * a few hundred bytes per frame that no event loop allocates.
  *
  * <p>Method. Both decoders read the same ring of frames ({@value #RING_BYTES} bytes' worth, sealed
  * once by an {@link AltsRecordEncoder} at setup and checked to open to the right plaintext). A
@@ -215,6 +224,9 @@ public class AltsRecordCodecBenchmark {
   public static class BareCipher extends Sized {
     Cipher cipher;
     SecretKeySpec key;
+    /** Conscrypt's native calls (what pinless's records go through), or null without them. */
+    ConscryptAead calls;
+    byte[] rawKey;
     ByteBuffer plain;
     ByteBuffer sealed;
     ByteBuffer sealOut;
@@ -233,7 +245,9 @@ public class AltsRecordCodecBenchmark {
           provider == null
               ? Cipher.getInstance("AES/GCM/NoPadding")
               : Cipher.getInstance("AES/GCM/NoPadding", provider);
-      key = new SecretKeySpec(Arrays.copyOf(key(), 16), "AES");
+      rawKey = Arrays.copyOf(key(), 16);
+      key = new SecretKeySpec(rawKey, "AES");
+      calls = ConscryptAead.loadOrNull();
       int n = plaintextBytes();
       plain = ByteBuffer.allocateDirect(n).put(plaintext(n, 5));
       sealed = ByteBuffer.allocateDirect(n + AesGcm.TAG_BYTES);
@@ -458,6 +472,24 @@ public class AltsRecordCodecBenchmark {
     s.plain.rewind();
     s.sealOut.clear();
     int n = s.cipher.doFinal(s.plain, s.sealOut);
+    bytes.plaintextBytes += s.plaintextBytes();
+    return n + s.sealOut.get(0);
+  }
+
+  @Benchmark
+  public int nativeDecrypt(BareCipher s, Bytes bytes) throws GeneralSecurityException {
+    s.sealed.rewind();
+    s.openOut.clear();
+    int n = s.calls.open(s.rawKey, s.sealedNonce, s.sealed, s.openOut, null);
+    bytes.plaintextBytes += s.plaintextBytes();
+    return n + s.openOut.get(0);
+  }
+
+  @Benchmark
+  public int nativeEncrypt(BareCipher s, Bytes bytes) throws GeneralSecurityException {
+    s.plain.rewind();
+    s.sealOut.clear();
+    int n = s.calls.seal(s.rawKey, s.nextNonce(), s.plain, s.sealOut);
     bytes.plaintextBytes += s.plaintextBytes();
     return n + s.sealOut.get(0);
   }
