@@ -26,8 +26,8 @@ import java.util.List;
  *
  * <p>Writes are queued until flush, then coalesced into frames as large as allowed. Each frame is
  * one pooled direct buffer, sealed straight from the callers' buffers (composites included; with
- * Conscrypt, a frame gathered from several buffers is copied into its own frame buffer and sealed
- * there in place). A write's buffer is released as soon as its last byte is sealed; its promise
+ * Conscrypt, which seals only whole buffers, the pieces of a frame gathered from several buffers
+ * are first copied into one pooled buffer and sealed from it). A write's buffer is released as soon as its last byte is sealed; its promise
  * completes when the frame holding that byte is written, and fails if encryption failed before
  * it.
  *
@@ -39,15 +39,17 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
   private final AltsCounter counter;
   private final int maxPayload;
   /**
-   * Written and not yet flushed: buffers and their promises, in order. Small at first: an idle
-   * connection keeps them.
+   * Written and not yet flushed, in order: each buffer followed by its promise, in one queue
+   * (an idle connection keeps it, so one queue rather than two). Small at first.
    */
-  private final ArrayDeque<ByteBuf> pending = new ArrayDeque<>(4);
-  private final ArrayDeque<ChannelPromise> pendingPromises = new ArrayDeque<>(4);
+  private final ArrayDeque<Object> pending = new ArrayDeque<>(6);
   /** Bytes readable in {@link #pending}. */
   private long pendingBytes;
-  /** Scratch: the NIO views of one frame's plaintext. */
-  private ByteBuffer[] views = new ByteBuffer[2];
+  /**
+   * Scratch: the NIO views of one frame's plaintext; made on first use (only a provider that
+   * takes pieces, the JDK's, needs it).
+   */
+  private ByteBuffer[] views;
   /**
    * Scratch: the promises of writes that end in the frame being built. Grows from nothing to the
    * most a frame has had (ArrayList's default would keep ten slots on every connection).
@@ -96,7 +98,7 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
     }
     ByteBuf buf = (ByteBuf) msg;
     pending.add(buf);
-    pendingPromises.add(promise);
+    pending.add(promise);
     pendingBytes += buf.readableBytes();
   }
 
@@ -132,7 +134,7 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
     try {
       frame.writeIntLE(payload + AltsFrames.MIN_LENGTH);
       frame.writeIntLE(AltsFrames.TYPE_RECORD);
-      ByteBuf head = pending.peek();
+      ByteBuf head = (ByteBuf) pending.peek();
       if (head.readableBytes() >= payload && head.nioBufferCount() == 1) {
         // One piece (the common case for large writes): sealed straight from the caller's buffer.
         cipher.seal(nonce, AltsFrames.view(head, head.readerIndex(), payload),
@@ -160,7 +162,9 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
           : new AltsRecordException(
               AltsRecordException.Reason.CRYPTO_FAILURE, "record encryption failed: " + e, e);
     } finally {
-      java.util.Arrays.fill(views, null);
+      if (views != null) {
+        java.util.Arrays.fill(views, null);
+      }
     }
     counter.increment();
     consume(payload);
@@ -175,10 +179,14 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
    */
   private void copyPending(ByteBuf into, int index, int payload) {
     int left = payload;
-    for (ByteBuf buf : pending) {
+    for (Object o : pending) {
       if (left == 0) {
         break;
       }
+      if (!(o instanceof ByteBuf)) {
+        continue;
+      }
+      ByteBuf buf = (ByteBuf) o;
       int n = Math.min(left, buf.readableBytes());
       into.setBytes(index, buf, buf.readerIndex(), n);
       index += n;
@@ -190,10 +198,14 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
   private int gatherViews(int payload) {
     int count = 0;
     int left = payload;
-    for (ByteBuf buf : pending) {
+    for (Object o : pending) {
       if (left == 0) {
         break;
       }
+      if (!(o instanceof ByteBuf)) {
+        continue;
+      }
+      ByteBuf buf = (ByteBuf) o;
       int n = Math.min(left, buf.readableBytes());
       if (n == 0) {
         continue;
@@ -212,7 +224,9 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
   }
 
   private int addView(int count, ByteBuffer view) {
-    if (count == views.length) {
+    if (views == null) {
+      views = new ByteBuffer[4];
+    } else if (count == views.length) {
       views = java.util.Arrays.copyOf(views, count * 2);
     }
     views[count] = view;
@@ -226,7 +240,7 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
   private void consume(int payload) {
     int left = payload;
     while (!pending.isEmpty()) {
-      ByteBuf head = pending.peek();
+      ByteBuf head = (ByteBuf) pending.peek();
       int n = Math.min(left, head.readableBytes());
       head.skipBytes(n);
       left -= n;
@@ -234,9 +248,8 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
       if (head.isReadable()) {
         return;
       }
-      pending.poll().release();
-      ending.add(pendingPromises.poll());
-      if (left == 0 && !pending.isEmpty() && pending.peek().isReadable()) {
+      takeHead();
+      if (left == 0 && !pending.isEmpty() && ((ByteBuf) pending.peek()).isReadable()) {
         return;
       }
     }
@@ -244,11 +257,16 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
 
   /** Moves the promises of leading empty buffers to {@link #ending}. */
   private List<ChannelPromise> takeEmptyHeads() {
-    while (!pending.isEmpty() && !pending.peek().isReadable()) {
-      pending.poll().release();
-      ending.add(pendingPromises.poll());
+    while (!pending.isEmpty() && !((ByteBuf) pending.peek()).isReadable()) {
+      takeHead();
     }
     return ending;
+  }
+
+  /** Releases the head buffer and moves its promise to {@link #ending}. */
+  private void takeHead() {
+    ((ByteBuf) pending.poll()).release();
+    ending.add((ChannelPromise) pending.poll());
   }
 
   /**
@@ -280,10 +298,10 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
       p.tryFailure(cause);
     }
     ending.clear();
-    ByteBuf buf;
+    Object buf;
     while ((buf = pending.poll()) != null) {
-      buf.release();
-      pendingPromises.poll().tryFailure(cause);
+      ((ByteBuf) buf).release();
+      ((ChannelPromise) pending.poll()).tryFailure(cause);
     }
     pendingBytes = 0;
   }
