@@ -46,9 +46,14 @@ class AltsRecordEncoderTest {
 
   /** Decodes {@code frames} with a server decoder and returns the plaintext. */
   private static byte[] decodeAsServer(byte[] frames, int max) {
+    return decodeAsServer(frames, max, AesGcm.preferred());
+  }
+
+  /** Decodes {@code frames} with a server decoder on {@code aes} and returns the plaintext. */
+  private static byte[] decodeAsServer(byte[] frames, int max, AesGcm aes) {
     Capture capture = new Capture();
-    EmbeddedChannel ch =
-        new EmbeddedChannel(new AltsRecordDecoder(ALTSRP_GCM_AES128_REKEY, KEY44, false, max), capture);
+    EmbeddedChannel ch = new EmbeddedChannel(
+        new AltsRecordDecoder(ALTSRP_GCM_AES128_REKEY, KEY44, false, max, aes), capture);
     feed(ch, frames, frames.length);
     assertTrue(capture.errors.isEmpty(), capture.errors::toString);
     ch.finishAndReleaseAll();
@@ -125,8 +130,14 @@ class AltsRecordEncoderTest {
     ch.finishAndReleaseAll();
   }
 
-  @Test
-  void sealsCompositeHeapAndDirectBuffersAlike() {
+  static java.util.stream.Stream<AesGcm> engines() {
+    return Providers.all();
+  }
+
+  /** Every engine: the JDK's (pieces through update), Conscrypt's Cipher and native calls. */
+  @ParameterizedTest
+  @org.junit.jupiter.params.provider.MethodSource("engines")
+  void sealsCompositeHeapAndDirectBuffersAlike(AesGcm aes) {
     byte[] a = pattern(700, 1);
     byte[] b = pattern(9000, 2);
     byte[] c = pattern(30, 3);
@@ -135,13 +146,18 @@ class AltsRecordEncoderTest {
     composite.addComponent(true, Unpooled.copiedBuffer(b));
     composite.addComponent(true, direct(c));
     ByteBuf heap = Unpooled.copiedBuffer(b);
-    EmbeddedChannel ch = client(MAX);
+    EmbeddedChannel ch = new EmbeddedChannel(
+        new AltsRecordEncoder(ALTSRP_GCM_AES128_REKEY, KEY44, true, MAX, aes));
     ch.write(composite);
     ch.write(heap);
     ch.writeOutbound(direct(c));
     assertEquals(0, composite.refCnt());
     assertEquals(0, heap.refCnt());
-    assertArrayEquals(concat(a, b, c, b, c), decodeAsServer(drainOutbound(ch), MAX));
+    // A heap buffer alone in a frame: sealed from the heap (the native calls take direct only).
+    ByteBuf lone = Unpooled.copiedBuffer(b);
+    ch.writeOutbound(lone);
+    assertEquals(0, lone.refCnt());
+    assertArrayEquals(concat(a, b, c, b, c, b), decodeAsServer(drainOutbound(ch), MAX, aes));
     ch.finishAndReleaseAll();
   }
 
