@@ -24,7 +24,9 @@ import javax.crypto.AEADBadTagException;
  * that a read cuts short is copied into a buffer of exactly its own size (or, before its 8-byte
  * header is complete, into an 8-byte array), so the read buffer is released at once; behind a
  * {@link ReadOnReadyHandler}, the rest of such a record is then read straight into that buffer
- * ({@link #nextReadBuffer}), so only the part that came with the cut read is ever copied.
+ * ({@link #nextReadBuffer}), so only the part that came with the cut read is ever copied; and
+ * fresh reads are sized to hold whole records ({@link #nextReadBytes}), so in a stream of full
+ * frames few reads cut one.
  *
  * <p>Each plaintext buffer starts {@link #HEADROOM_BYTES} bytes in, free for the next handler
  * to write into (the room {@link io.pinless.http2.Http2FrameSlicer} needs to hand on a DATA frame
@@ -51,6 +53,12 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter
    * read with whatever follows it and copied.
    */
   static final int MIN_DIRECT_READ_BYTES = 4096;
+  private static final java.util.concurrent.atomic.LongAdder TOTAL_COPIED =
+      new java.util.concurrent.atomic.LongAdder();
+  private static final java.util.concurrent.atomic.LongAdder TOTAL_DECODED =
+      new java.util.concurrent.atomic.LongAdder();
+  /** The largest frame a fresh read is sized for: 64 KiB, the read handler's largest read. */
+  private static final int READ_FRAME_LIMIT = 64 * 1024;
 
   /** Where the decoder is in the record stream. */
   private enum State {
@@ -148,7 +156,9 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter
     if (state == State.BODY) {
       if (!direct) {
         int need = partial.writableBytes();
-        partial.writeBytes(in, Math.min(need, in.readableBytes()));
+        int n = Math.min(need, in.readableBytes());
+        partial.writeBytes(in, n);
+        TOTAL_COPIED.add(n);
       }
       if (partial.isWritable()) {
         return null;
@@ -235,6 +245,7 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter
     state = State.BODY;
     int take2 = Math.min(partial.writableBytes(), in.readableBytes());
     partial.writeBytes(in, take2);
+    TOTAL_COPIED.add(AltsFrames.HEADER_BYTES + take2);
   }
 
   /**
@@ -263,6 +274,7 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter
     }
     out.writerIndex(out.writerIndex() + plaintextBytes);
     counter.increment();
+    TOTAL_DECODED.add(frameBytes);
   }
 
   /** @param out owned: fired when readable, else released */
@@ -329,6 +341,26 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter
     return partial.retain();
   }
 
+  /**
+   * Sizes fresh reads from the record stream, so that reads of a bulk stream of full frames hold
+   * whole records and nothing is copied: between records, one frame of the largest size; with a
+   * small rest of a cut record pending (too small to read into directly), that rest and one such
+   * frame behind it; before a cut header is complete, one such frame. Never more than 64 KiB.
+   */
+  @Override
+  public int nextReadBytes() {
+    int frame = Math.min(maxFrameSize, READ_FRAME_LIMIT);
+    switch (state) {
+      case IDLE:
+      case HEADER:
+        return frame;
+      case BODY:
+        return partial.writableBytes() + frame;
+      default:
+        return 0;
+    }
+  }
+
   private void releasePartial() {
     header = 0;
     headerBytes = 0;
@@ -336,6 +368,21 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter
       partial.release();
       partial = null;
     }
+  }
+
+  /**
+   * Process-wide: ciphertext bytes copied out of read buffers into records that reads cut (the
+   * header bytes of such a record included). Bytes read straight into a record are not counted.
+   */
+  public static long totalCopiedCiphertextBytes() {
+    return TOTAL_COPIED.sum();
+  }
+
+  /**
+   * Process-wide: ciphertext bytes of the records decrypted (headers and tags included).
+   */
+  public static long totalDecodedCiphertextBytes() {
+    return TOTAL_DECODED.sum();
   }
 
   /** How many bytes this decoder holds between reads: 0 when idle. */

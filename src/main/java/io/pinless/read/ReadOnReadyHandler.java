@@ -242,6 +242,16 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
      * @return owned by the read loop (retained for it), which fires it on like any read buffer
      */
     ByteBuf nextReadBuffer();
+
+    /**
+     * How many bytes a fresh read should ask for, when {@link #nextReadBuffer} gave none: more
+     * than 0 (at most 64 KiB are asked for) to size it from what the target expects next, such
+     * as the rest of a cut record and one whole record behind it; 0 to leave it to the handler's
+     * own read size.
+     */
+    default int nextReadBytes() {
+      return 0;
+    }
   }
 
   /** Sets (or, with null, clears) where reads go; call on the channel's event loop. */
@@ -290,13 +300,18 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
     @Override
     public ByteBuf allocate(ByteBufAllocator alloc) {
       ReadTarget into = target;
+      int size = guess();
       if (into != null) {
         ByteBuf buf = into.nextReadBuffer();
         if (buf != null) {
           return buf;
         }
+        int wanted = into.nextReadBytes();
+        if (wanted > 0) {
+          size = HEADROOM_BYTES + Math.min(wanted, LARGEST_READ_BYTES);
+        }
       }
-      ByteBuf buf = alloc.ioBuffer(guess());
+      ByteBuf buf = alloc.ioBuffer(size);
       return buf.writerIndex(HEADROOM_BYTES).readerIndex(HEADROOM_BYTES);
     }
 

@@ -364,6 +364,7 @@ class AltsRecordDecoderTest {
     handle.reset(ch.config());
     ByteBuf fresh = handle.allocate(ch.alloc());
     assertEquals(ReadOnReadyHandler.HEADROOM_BYTES, fresh.readerIndex(), "no record yet: a fresh buffer");
+    assertEquals(65536, fresh.writableBytes(), "a fresh read holds one frame of the largest size");
     fresh.writeBytes(stream, 0, 10000);
     ch.writeInbound(fresh);
     assertEquals(stream.length, decoder.heldBytes(), "the cut record, in a buffer of its size");
@@ -382,7 +383,16 @@ class AltsRecordDecoderTest {
 
     ByteBuf after = handle.allocate(ch.alloc());
     assertEquals(ReadOnReadyHandler.HEADROOM_BYTES, after.readerIndex(), "between records: fresh");
+    assertEquals(65536, after.writableBytes(), "between records: one whole frame");
     after.release();
+
+    // A cut record whose rest is too small to read into: the rest and one whole frame behind it.
+    ch.writeInbound(Unpooled.wrappedBuffer(encode(ALTSRP_GCM_AES128_REKEY, KEY44, false, 65536,
+        pattern(5000, 6)), 0, 3000));
+    ByteBuf restAndFrame = handle.allocate(ch.alloc());
+    int rest = 5000 + 24 - 3000;
+    assertEquals(rest + 65536, restAndFrame.writableBytes());
+    restAndFrame.release();
     ch.pipeline().remove(decoder);
     ch.finishAndReleaseAll();
   }
