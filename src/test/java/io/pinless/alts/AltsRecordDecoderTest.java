@@ -385,15 +385,38 @@ class AltsRecordDecoderTest {
     assertEquals(ReadOnReadyHandler.HEADROOM_BYTES, after.readerIndex(), "between records: fresh");
     assertEquals(65536, after.writableBytes(), "between records: one whole frame");
     after.release();
-
-    // A cut record whose rest is too small to read into: the rest and one whole frame behind it.
-    ch.writeInbound(Unpooled.wrappedBuffer(encode(ALTSRP_GCM_AES128_REKEY, KEY44, false, 65536,
-        pattern(5000, 6)), 0, 3000));
-    ByteBuf restAndFrame = handle.allocate(ch.alloc());
-    int rest = 5000 + 24 - 3000;
-    assertEquals(rest + 65536, restAndFrame.writableBytes());
-    restAndFrame.release();
     ch.pipeline().remove(decoder);
     ch.finishAndReleaseAll();
+  }
+
+  @Test
+  void aSmallRestOfACutRecordIsReadWithOneWholeFrameBehindIt() {
+    ReadOnReadyHandler reads = new ReadOnReadyHandler(new io.pinless.read.ReadBudget(Long.MAX_VALUE), false);
+    AltsRecordDecoder decoder = new AltsRecordDecoder(ALTSRP_GCM_AES128_REKEY, KEY44, true, 16384);
+    EmbeddedChannel ch = new EmbeddedChannel(reads, decoder, new Capture());
+    io.netty.channel.RecvByteBufAllocator.Handle handle =
+        ch.config().getRecvByteBufAllocator().newHandle();
+    handle.reset(ch.config());
+    byte[] record = encode(ALTSRP_GCM_AES128_REKEY, KEY44, false, 16384, pattern(5000, 6));
+    ch.writeInbound(Unpooled.wrappedBuffer(record, 0, 3000));
+    ByteBuf restAndFrame = handle.allocate(ch.alloc());
+    assertEquals(record.length - 3000 + 16384, restAndFrame.writableBytes());
+    restAndFrame.writeBytes(record, 3000, record.length - 3000);
+    ch.writeInbound(restAndFrame);
+    assertEquals(0, decoder.heldBytes());
+    // A rest as large as the read limit: asked for, capped at 64 KiB.
+    ReadOnReadyHandler big = new ReadOnReadyHandler(new io.pinless.read.ReadBudget(Long.MAX_VALUE), false);
+    AltsRecordDecoder wide = new AltsRecordDecoder(ALTSRP_GCM_AES128_REKEY, KEY44, true, 1 << 20);
+    EmbeddedChannel ch2 = new EmbeddedChannel(big, wide, new Capture());
+    io.netty.channel.RecvByteBufAllocator.Handle handle2 =
+        ch2.config().getRecvByteBufAllocator().newHandle();
+    handle2.reset(ch2.config());
+    ByteBuf capped = handle2.allocate(ch2.alloc());
+    assertEquals(65536, capped.writableBytes());
+    capped.release();
+    ch.pipeline().remove(decoder);
+    ch.finishAndReleaseAll();
+    ch2.pipeline().remove(wide);
+    ch2.finishAndReleaseAll();
   }
 }
