@@ -115,7 +115,9 @@ public class AltsDownloadBenchmark {
 
   @Benchmark
   public long downloadSixteenMebibytes(ReadPathBenchmark.Bytes bytes) throws Exception {
+    long cpu = ReadPathBenchmark.Bytes.processCpuNanos();
     long got = download();
+    bytes.cpuNanos += ReadPathBenchmark.Bytes.processCpuNanos() - cpu;
     bytes.payloadBytes += got;
     return got;
   }
