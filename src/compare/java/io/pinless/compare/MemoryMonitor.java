@@ -38,6 +38,7 @@ final class MemoryMonitor implements AutoCloseable {
   private long clientPinnedPeak;
   private long heapPeak;
   private long pinnedPeak;
+  private final long cpuAtStart;
   private long inUsePeak;
 
   /**
@@ -52,9 +53,16 @@ final class MemoryMonitor implements AutoCloseable {
     this.pinnedDirect = pinnedDirect;
     this.clientPinnedDirect = clientPinnedDirect;
     this.allocatedAtStart = allocatedBytes();
+    this.cpuAtStart = processCpuNanos();
     this.sampler = new Thread(this::sample, "pinless-compare-memory");
     sampler.setDaemon(true);
     sampler.start();
+  }
+
+  /** CPU time this process has used so far, every thread, in nanoseconds. */
+  static long processCpuNanos() {
+    return ((com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean())
+        .getProcessCpuTime();
   }
 
   /** Heap bytes allocated by every thread of this JVM so far. */
@@ -141,6 +149,15 @@ final class MemoryMonitor implements AutoCloseable {
     o.addProperty("clientPooledDirectPinnedAvgBytes", Math.round(clientPinnedSum / n));
     o.addProperty("clientPooledDirectPinnedPeakBytes", clientPinnedPeak);
     return o;
+  }
+
+  /**
+   * CPU nanoseconds this process used since this monitor started (client and server together,
+   * and this monitor's own sampling): unlike throughput, it does not count time the machine did
+   * not give the process a CPU.
+   */
+  long cpuNanosSinceStart() {
+    return processCpuNanos() - cpuAtStart;
   }
 
   /** Heap bytes allocated since this monitor started. */

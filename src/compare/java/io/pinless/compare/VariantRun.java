@@ -120,6 +120,7 @@ public final class VariantRun {
       o.add("latencyMillis", percentiles(latencies, 1e6));
       o.add("memory", memory.summary());
       o.addProperty("heapAllocatedPerPayloadByte", round4((double) memory.allocatedSinceStart() / bytes));
+      o.addProperty("cpuNanosPerPayloadByte", round4((double) memory.cpuNanosSinceStart() / bytes));
       progress("download: %.0f MB/s", bytes / MB / seconds);
       return o;
     }
@@ -151,6 +152,8 @@ public final class VariantRun {
       o.add("memory", memory.summary());
       o.addProperty("heapAllocatedPerPayloadByte",
           round4(bytes == 0 ? 0 : (double) memory.allocatedSinceStart() / bytes));
+      o.addProperty("cpuMicrosPerCall",
+          round(calls == 0 ? 0 : memory.cpuNanosSinceStart() / 1e3 / calls));
       progress("small: %.0f calls/s", calls / seconds);
       return o;
     }

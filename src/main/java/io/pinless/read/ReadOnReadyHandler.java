@@ -54,10 +54,13 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
    */
   public static final int MAX_READ_BYTES = 48 * 1024;
   /**
-   * 32 KiB, near grpc-go's 32.5 KiB, for ALTS: two 16 KiB records nearly fit, and the records of
-   * a read decrypt into one buffer no larger, from which every DATA frame of 8 KiB or more may be
-   * sliced (with 48 KiB reads, 13% of the DATA bytes of a 1 MiB-message stream were in frames the
-   * sender's flow-control window had cut below 12 KiB, and were copied).
+   * 32 KiB, near grpc-go's 32.5 KiB, for ALTS connections while nothing behind this handler sizes
+   * the reads (the handshake). Once the record decoder is in place it asks for reads of one whole
+   * frame ({@link ReadTarget#nextReadBytes}): a read then decrypts into a buffer of one record,
+   * from which every DATA frame of a quarter of a record or more may be sliced. (Fixed 48 KiB
+   * reads of 16 KiB records had decrypted three records into one buffer and copied 13% of the
+   * DATA bytes; fixed 32 KiB reads of 48 KiB records copied 63% of the ciphertext out of the
+   * reads that cut records.)
    */
   public static final int ALTS_READ_BYTES = 32 * 1024;
   /**
@@ -247,7 +250,8 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
      * How many bytes a fresh read should ask for, when {@link #nextReadBuffer} gave none: more
      * than 0 (at most 64 KiB are asked for) to size it from what the target expects next, such
      * as the rest of a cut record and one whole record behind it; 0 to leave it to the handler's
-     * own read size.
+     * own read size. A buffer sized so has no {@link #HEADROOM_BYTES} in front: the target reads
+     * it, nothing behind the target sees it.
      */
     default int nextReadBytes() {
       return 0;
@@ -294,13 +298,12 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
     }
 
     /**
-     * @return owned by the channel's read loop: the target's buffer, or a fresh one, empty, with
-     *     {@link #HEADROOM_BYTES} before it
+     * @return owned by the channel's read loop: the target's buffer, a fresh one of the size the
+     *     target asks for, or a fresh one, empty, with {@link #HEADROOM_BYTES} before it
      */
     @Override
     public ByteBuf allocate(ByteBufAllocator alloc) {
       ReadTarget into = target;
-      int size = guess();
       if (into != null) {
         ByteBuf buf = into.nextReadBuffer();
         if (buf != null) {
@@ -308,10 +311,11 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
         }
         int wanted = into.nextReadBytes();
         if (wanted > 0) {
-          size = HEADROOM_BYTES + Math.min(wanted, LARGEST_READ_BYTES);
+          // The target consumes what it sized: no headroom, and a pool size class of its own.
+          return alloc.ioBuffer(Math.min(wanted, LARGEST_READ_BYTES));
         }
       }
-      ByteBuf buf = alloc.ioBuffer(size);
+      ByteBuf buf = alloc.ioBuffer(guess());
       return buf.writerIndex(HEADROOM_BYTES).readerIndex(HEADROOM_BYTES);
     }
 

@@ -36,11 +36,11 @@ class CompareTest {
       "download.memory.pooledDirectPinnedAvgBytes", "download.memory.pooledDirectPinnedPeakBytes",
       "download.memory.clientPooledDirectPinnedAvgBytes",
       "download.memory.clientPooledDirectPinnedPeakBytes",
-      "download.heapAllocatedPerPayloadByte",
+      "download.heapAllocatedPerPayloadByte", "download.cpuNanosPerPayloadByte",
       "small.callsPerSecond", "small.calls", "small.throughputMBps",
       "small.latencyMicros.p50", "small.latencyMicros.p90", "small.latencyMicros.p99",
       "small.memory.inUseAvgBytes", "small.memory.inUsePeakBytes",
-      "small.heapAllocatedPerPayloadByte",
+      "small.heapAllocatedPerPayloadByte", "small.cpuMicrosPerCall",
       "idle.connections", "idle.bytesPerConnection", "idle.heapBytesPerConnection",
       "idle.pooledDirectPinnedBytesPerConnection", "idle.openSeconds");
 
