@@ -74,16 +74,13 @@ final class ConscryptAead {
    */
   int seal(byte[] key, byte[] nonce, ByteBuffer in, ByteBuffer out)
       throws GeneralSecurityException {
-    try {
-      return (int) seal.invokeExact(aes128Gcm, key, TAG_BYTES, out, nonce, in, (byte[]) null);
-    } catch (GeneralSecurityException | RuntimeException | Error e) {
-      throw e;
-    } catch (Throwable t) {
-      throw new IllegalStateException("Conscrypt's seal failed", t);
-    }
+    return seal(key, nonce, in, out, null);
   }
 
-  /** Same as {@link #seal} with additional authenticated data (for test vectors). */
+  /**
+   * Same as {@link #seal(byte[], byte[], ByteBuffer, ByteBuffer)} with additional authenticated
+   * data ({@code aad}; null for none).
+   */
   int seal(byte[] key, byte[] nonce, ByteBuffer in, ByteBuffer out, byte[] aad)
       throws GeneralSecurityException {
     try {
