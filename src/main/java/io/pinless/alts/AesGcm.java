@@ -188,11 +188,6 @@ final class AesGcm {
     return slot.cipher;
   }
 
-  /** A new instance with this one's provider and engine (a fresh per-thread history aside). */
-  AesGcm fresh() {
-    return new AesGcm(provider, nativeAead);
-  }
-
   /** The provider asked for; null for the JDK's default. */
   Provider provider() {
     return provider;
@@ -202,11 +197,6 @@ final class AesGcm {
   String providerName() {
     String name = slot(PER_THREAD.get()).cipher.getProvider().getName();
     return nativeAead != null ? name + " (native calls)" : name;
-  }
-
-  /** Whether records go through Conscrypt's native calls rather than a {@code Cipher}. */
-  boolean usesNativeCalls() {
-    return nativeAead != null;
   }
 
   /**

@@ -55,10 +55,6 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter
   static final int MIN_DIRECT_READ_BYTES = 4096;
   private static final java.util.concurrent.atomic.LongAdder TOTAL_COPIED =
       new java.util.concurrent.atomic.LongAdder();
-  private static final java.util.concurrent.atomic.LongAdder TOTAL_DECODED =
-      new java.util.concurrent.atomic.LongAdder();
-  /** The largest frame a fresh read is sized for: 64 KiB, the read handler's largest read. */
-  private static final int READ_FRAME_LIMIT = 64 * 1024;
 
   /** Where the decoder is in the record stream. */
   private enum State {
@@ -274,7 +270,6 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter
     }
     out.writerIndex(out.writerIndex() + plaintextBytes);
     counter.increment();
-    TOTAL_DECODED.add(frameBytes);
   }
 
   /** @param out owned: fired when readable, else released */
@@ -345,17 +340,17 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter
    * Sizes fresh reads from the record stream, so that reads of a bulk stream of full frames hold
    * whole records and nothing is copied: between records, one frame of the largest size; with a
    * small rest of a cut record pending (too small to read into directly), that rest and one such
-   * frame behind it; before a cut header is complete, one such frame. Never more than 64 KiB.
+   * frame behind it; before a cut header is complete, one such frame (the read handler caps
+   * reads at 64 KiB).
    */
   @Override
   public int nextReadBytes() {
-    int frame = Math.min(maxFrameSize, READ_FRAME_LIMIT);
     switch (state) {
       case IDLE:
       case HEADER:
-        return frame;
+        return maxFrameSize;
       case BODY:
-        return partial.writableBytes() + frame;
+        return partial.writableBytes() + maxFrameSize;
       default:
         return 0;
     }
@@ -376,13 +371,6 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter
    */
   public static long totalCopiedCiphertextBytes() {
     return TOTAL_COPIED.sum();
-  }
-
-  /**
-   * Process-wide: ciphertext bytes of the records decrypted (headers and tags included).
-   */
-  public static long totalDecodedCiphertextBytes() {
-    return TOTAL_DECODED.sum();
   }
 
   /** How many bytes this decoder holds between reads: 0 when idle. */

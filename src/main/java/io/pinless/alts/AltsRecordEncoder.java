@@ -27,9 +27,9 @@ import java.util.List;
  * <p>Writes are queued until flush, then coalesced into frames as large as allowed. Each frame is
  * one pooled direct buffer, sealed straight from the callers' buffers (composites included; with
  * Conscrypt, which seals only whole buffers, the pieces of a frame gathered from several buffers
- * are first copied into one pooled buffer and sealed from it). A write's buffer is released as soon as its last byte is sealed; its promise
- * completes when the frame holding that byte is written, and fails if encryption failed before
- * it.
+ * are first copied into one pooled buffer and sealed from it). A write's buffer is released as
+ * soon as its last byte is sealed; its promise completes when the frame holding that byte is
+ * written, and fails if encryption failed before it.
  *
  * <p>Memory: between flushes it holds the written buffers, which the callers gave it; after a flush
  * it holds nothing. The frames it writes belong to the channel's outbound buffer.

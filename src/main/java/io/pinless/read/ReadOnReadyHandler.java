@@ -124,11 +124,6 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
     this.maxReadBytes = maxReadBytes;
   }
 
-  /** The largest read this handler asks for. */
-  public int maxReadBytes() {
-    return maxReadBytes;
-  }
-
   /** The read-size and batch policy this handler installs on its channel. */
   private final RecvByteBufAllocator reads = () -> new BatchHandle(SIZES.newHandle());
 
