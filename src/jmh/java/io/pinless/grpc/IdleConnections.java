@@ -17,8 +17,9 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * What an idle connection costs, pinless's plaintext and ALTS credentials against stock
- * grpc-netty's plaintext, in one run: N connections each make one call (a 1 KiB download) and are left idle; then the heap
- * after collection and the pooled bytes still allocated are divided by N.
+ * grpc-netty's plaintext, in one run: N connections each make one call (a 1 KiB download) and are
+ * left idle for 2 s; then the heap after collection and the pooled bytes still allocated are
+ * divided by N.
  *
  * <pre>
  *   mvn -Pjmh -DskipTests package &amp;&amp; java -cp target/benchmarks.jar io.pinless.grpc.IdleConnections [connections] [nio,epoll,io_uring_ring]
@@ -30,6 +31,9 @@ import java.util.concurrent.TimeUnit;
  * buffers belong to its event loop, not to a connection, and are in the baseline.
  */
 public final class IdleConnections {
+  /** How long connections are left idle before they are measured. */
+  private static final long SETTLE_MILLIS = 2000;
+
   private IdleConnections() {}
 
   /** Runs every transport given (default all) with both variants and prints a table. */
@@ -107,6 +111,9 @@ public final class IdleConnections {
       for (CompletableFuture<Void> call : calls) {
         call.get(60, TimeUnit.SECONDS);
       }
+      // Idle means idle for a while: as in pinless compare's idle phase, 2 s (a pinless connection
+      // gives back its read budget's table at most 1.28 s after its last read).
+      Thread.sleep(SETTLE_MILLIS);
       long heap = heapAfterCollection() - heapBefore;
       long pooled = activeBytes(alloc) - pooledBefore;
       long buffers = activeBuffers(alloc) - buffersBefore;

@@ -11,9 +11,6 @@ import io.netty.util.ReferenceCountUtil;
 import java.nio.ByteBuffer;
 import java.nio.channels.ClosedChannelException;
 import java.security.GeneralSecurityException;
-import java.util.ArrayDeque;
-import java.util.ArrayList;
-import java.util.List;
 
 /**
  * Encrypts plaintext {@link ByteBuf}s into ALTS frames: plaintext in, frames out, no frame larger
@@ -39,22 +36,23 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
   private final AltsCounter counter;
   private final int maxPayload;
   /**
-   * Written and not yet flushed, in order: each buffer followed by its promise, in one queue
-   * (an idle connection keeps it, so one queue rather than two). Small at first.
+   * The writes not yet framed, in order: each buffer followed by its promise, in {@code [head,
+   * size)}. Entries before {@code done} are writes sealed in full into the frame being built (their
+   * buffers released, their promises waiting for that frame); from {@code done} on they are still
+   * pending. Made on the first write and dropped once a flush has framed everything, so a
+   * connection between flushes (an idle one) holds no array.
    */
-  private final ArrayDeque<Object> pending = new ArrayDeque<>(6);
-  /** Bytes readable in {@link #pending}. */
+  private Object[] queue;
+  private int head;
+  private int done;
+  private int size;
+  /** Bytes readable in the pending writes. */
   private long pendingBytes;
   /**
    * Scratch: the NIO views of one frame's plaintext; made on first use (only a provider that
    * takes pieces, the JDK's, needs it).
    */
   private ByteBuffer[] views;
-  /**
-   * Scratch: the promises of writes that end in the frame being built. Grows from nothing to the
-   * most a frame has had (ArrayList's default would keep ten slots on every connection).
-   */
-  private final List<ChannelPromise> ending = new ArrayList<>(0);
   /** The first fatal error; every later write fails with it. */
   private Throwable failure;
 
@@ -97,23 +95,49 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
       return;
     }
     ByteBuf buf = (ByteBuf) msg;
-    pending.add(buf);
-    pending.add(promise);
+    if (queue == null) {
+      queue = new Object[INITIAL_QUEUE];
+    } else if (size == queue.length) {
+      if (head > 0) {
+        System.arraycopy(queue, head, queue, 0, size - head);
+        java.util.Arrays.fill(queue, size - head, size, null);
+        done -= head;
+        size -= head;
+        head = 0;
+      } else {
+        queue = java.util.Arrays.copyOf(queue, size * 2);
+      }
+    }
+    queue[size++] = buf;
+    queue[size++] = promise;
     pendingBytes += buf.readableBytes();
+  }
+
+  /** Room for four writes at first. */
+  private static final int INITIAL_QUEUE = 8;
+
+  /** The pending buffer at entry {@code i} (an even index). */
+  private ByteBuf bufferAt(int i) {
+    return (ByteBuf) queue[i];
   }
 
   @Override
   public void flush(ChannelHandlerContext ctx) {
-    if (pending.isEmpty()) {
+    if (queue == null) {
       ctx.flush();
       return;
     }
     try {
       if (pendingBytes == 0) {
-        writeFrame(ctx, Unpooled.EMPTY_BUFFER, takeEmptyHeads());
+        takeEmptyHeads();
+        writeFrame(ctx, Unpooled.EMPTY_BUFFER);
       }
       while (pendingBytes > 0) {
         sealFrame(ctx, (int) Math.min(maxPayload, pendingBytes));
+      }
+      if (head == size) {
+        queue = null;
+        head = done = size = 0;
       }
     } catch (AltsRecordException e) {
       // The records sealed before the failure are good: send them, then end the connection.
@@ -134,10 +158,10 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
     try {
       frame.writeIntLE(payload + AltsFrames.MIN_LENGTH);
       frame.writeIntLE(AltsFrames.TYPE_RECORD);
-      ByteBuf head = (ByteBuf) pending.peek();
-      if (head.readableBytes() >= payload && head.nioBufferCount() == 1) {
+      ByteBuf first = bufferAt(done);
+      if (first.readableBytes() >= payload && first.nioBufferCount() == 1) {
         // One piece (the common case for large writes): sealed straight from the caller's buffer.
-        cipher.seal(nonce, AltsFrames.view(head, head.readerIndex(), payload),
+        cipher.seal(nonce, AltsFrames.view(first, first.readerIndex(), payload),
             AltsFrames.view(frame, 8, payload + AesGcm.TAG_BYTES));
       } else if (cipher.sealsWholeBuffersOnly()) {
         // Several pieces and a provider that seals only whole buffers: gather them into one
@@ -168,7 +192,7 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
     }
     counter.increment();
     consume(payload);
-    writeFrame(ctx, frame, ending);
+    writeFrame(ctx, frame);
   }
 
   /**
@@ -179,14 +203,8 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
    */
   private void copyPending(ByteBuf into, int index, int payload) {
     int left = payload;
-    for (Object o : pending) {
-      if (left == 0) {
-        break;
-      }
-      if (!(o instanceof ByteBuf)) {
-        continue;
-      }
-      ByteBuf buf = (ByteBuf) o;
+    for (int i = done; i < size && left > 0; i += 2) {
+      ByteBuf buf = bufferAt(i);
       int n = Math.min(left, buf.readableBytes());
       into.setBytes(index, buf, buf.readerIndex(), n);
       index += n;
@@ -198,14 +216,8 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
   private int gatherViews(int payload) {
     int count = 0;
     int left = payload;
-    for (Object o : pending) {
-      if (left == 0) {
-        break;
-      }
-      if (!(o instanceof ByteBuf)) {
-        continue;
-      }
-      ByteBuf buf = (ByteBuf) o;
+    for (int i = done; i < size && left > 0; i += 2) {
+      ByteBuf buf = bufferAt(i);
       int n = Math.min(left, buf.readableBytes());
       if (n == 0) {
         continue;
@@ -234,76 +246,91 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
   }
 
   /**
-   * Advances past {@code payload} sealed bytes: releases each buffer that is used up and moves its
-   * promise to {@link #ending}; empty buffers right after it go with it.
+   * Advances past {@code payload} sealed bytes: releases each buffer that is used up, its promise
+   * now waiting for the frame; empty buffers right after it go with it.
    */
   private void consume(int payload) {
     int left = payload;
-    while (!pending.isEmpty()) {
-      ByteBuf head = (ByteBuf) pending.peek();
-      int n = Math.min(left, head.readableBytes());
-      head.skipBytes(n);
+    while (done < size) {
+      ByteBuf first = bufferAt(done);
+      int n = Math.min(left, first.readableBytes());
+      first.skipBytes(n);
       left -= n;
       pendingBytes -= n;
-      if (head.isReadable()) {
+      if (first.isReadable()) {
         return;
       }
       takeHead();
-      if (left == 0 && !pending.isEmpty() && ((ByteBuf) pending.peek()).isReadable()) {
+      if (left == 0 && done < size && bufferAt(done).isReadable()) {
         return;
       }
     }
   }
 
-  /** Moves the promises of leading empty buffers to {@link #ending}. */
-  private List<ChannelPromise> takeEmptyHeads() {
-    while (!pending.isEmpty() && !((ByteBuf) pending.peek()).isReadable()) {
+  /** Moves leading empty buffers into the frame being built. */
+  private void takeEmptyHeads() {
+    while (done < size && !bufferAt(done).isReadable()) {
       takeHead();
     }
-    return ending;
   }
 
-  /** Releases the head buffer and moves its promise to {@link #ending}. */
+  /** Releases the first pending buffer; its promise now waits for the frame being built. */
   private void takeHead() {
-    ((ByteBuf) pending.poll()).release();
-    ending.add((ChannelPromise) pending.poll());
+    bufferAt(done).release();
+    queue[done] = null;
+    done += 2;
   }
 
   /**
-   * Writes {@code frame} with the promises of the writes that end in it, then clears them.
+   * Writes {@code frame} with the promises of the writes that end in it, then forgets them.
    *
    * @param frame owned: handed to the next handler
    */
-  private void writeFrame(ChannelHandlerContext ctx, ByteBuf frame, List<ChannelPromise> done) {
-    switch (done.size()) {
+  private void writeFrame(ChannelHandlerContext ctx, ByteBuf frame) {
+    int ending = (done - head) / 2;
+    switch (ending) {
       case 0:
         // A frame in the middle of a large write: nobody waits on it, and a failure of it also
         // fails the frame that ends the write. (A void promise would fire a second exception.)
         ctx.write(frame, ctx.newPromise());
         break;
       case 1:
-        ctx.write(frame, done.get(0));
+        ctx.write(frame, (ChannelPromise) queue[head + 1]);
         break;
       default:
+        ChannelPromise[] promises = new ChannelPromise[ending];
+        for (int i = 0; i < ending; i++) {
+          promises[i] = (ChannelPromise) queue[head + 1 + 2 * i];
+        }
         ChannelPromise all = ctx.newPromise();
-        all.addListener(new PromiseNotifier<>(done.toArray(new ChannelPromise[0])));
+        all.addListener(new PromiseNotifier<>(promises));
         ctx.write(frame, all);
         break;
     }
-    done.clear();
+    if (queue != null) { // null if the write closed the channel and failed what was pending
+      java.util.Arrays.fill(queue, head, done, null);
+      head = done;
+    }
   }
 
   private void failPending(Throwable cause) {
-    for (ChannelPromise p : ending) {
-      p.tryFailure(cause);
+    if (queue == null) {
+      return;
     }
-    ending.clear();
-    Object buf;
-    while ((buf = pending.poll()) != null) {
-      ((ByteBuf) buf).release();
-      ((ChannelPromise) pending.poll()).tryFailure(cause);
-    }
+    // Taken first: a promise's listener may write again, into a queue of its own.
+    Object[] failed = queue;
+    int from = head;
+    int sealed = done;
+    int to = size;
+    queue = null;
+    head = done = size = 0;
     pendingBytes = 0;
+    for (int i = from; i < to; i += 2) {
+      if (i >= sealed) {
+        ((ByteBuf) failed[i]).release();
+      }
+      ((ChannelPromise) failed[i + 1]).tryFailure(cause);
+    }
   }
 
   @Override
@@ -316,6 +343,11 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
   public void handlerRemoved(ChannelHandlerContext ctx) {
     failPending(new ClosedChannelException());
     cipher.destroy();
+  }
+
+  /** Slots of the queue of unframed writes: 0 when it holds none. */
+  int queueSlots() {
+    return queue == null ? 0 : queue.length;
   }
 
   /** The counter of the next record, for tests that start near overflow. */

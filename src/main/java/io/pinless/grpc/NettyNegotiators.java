@@ -219,7 +219,7 @@ final class NettyNegotiators {
       Attributes attrs =
           InternalProtocolNegotiationEvent.getAttributes(event).toBuilder()
               .set(GrpcAttributes.ATTR_SECURITY_LEVEL, SecurityLevel.PRIVACY_AND_INTEGRITY)
-              .set(PinlessAltsContext.ATTR, new PinlessAltsContext((AltsHandshakeResult) evt))
+              .set(PinlessAltsContext.ATTR, PinlessAltsContext.of((AltsHandshakeResult) evt))
               .build();
       replaceProtocolNegotiationEvent(InternalProtocolNegotiationEvent.withAttributes(event, attrs));
       fireProtocolNegotiationEvent(ctx);

@@ -4,6 +4,7 @@ import io.grpc.Attributes;
 import io.grpc.ClientCall;
 import io.grpc.ServerCall;
 import io.pinless.alts.handshake.AltsHandshakeResult;
+import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * What an ALTS connection made with pinless's credentials established, as calls see it: the
@@ -14,16 +15,43 @@ import io.pinless.alts.handshake.AltsHandshakeResult;
  *   PinlessAltsContext alts = PinlessAltsContext.from(serverCall);   // in a ServerInterceptor
  *   if (alts != null) { String peer = alts.peerServiceAccount(); }
  * </pre>
+ *
+ * <p>Connections with the same peer, identities and settings share one context object, so an
+ * idle connection keeps a reference to it rather than a copy.
  */
 public final class PinlessAltsContext {
   /** The transport attribute that carries the context. */
   public static final Attributes.Key<PinlessAltsContext> ATTR =
       Attributes.Key.create("io.pinless.alts-context");
 
+  /**
+   * Contexts shared by connections with equal results (a process talks to a few identities), up
+   * to {@link #MAX_SHARED} of them; past that, each connection gets its own.
+   */
+  private static final ConcurrentHashMap<AltsHandshakeResult, PinlessAltsContext> SHARED =
+      new ConcurrentHashMap<>();
+  /** How many distinct contexts are shared at most. */
+  static final int MAX_SHARED = 1024;
+
   private final AltsHandshakeResult result;
 
-  PinlessAltsContext(AltsHandshakeResult result) {
+  private PinlessAltsContext(AltsHandshakeResult result) {
     this.result = result;
+  }
+
+  /**
+   * The context for {@code result}: one shared with every connection whose result is equal, so a
+   * connection keeps a reference and not a copy.
+   */
+  static PinlessAltsContext of(AltsHandshakeResult result) {
+    PinlessAltsContext shared = SHARED.get(result);
+    if (shared != null) {
+      return shared;
+    }
+    if (SHARED.size() >= MAX_SHARED) {
+      return new PinlessAltsContext(result);
+    }
+    return SHARED.computeIfAbsent(result, PinlessAltsContext::new);
   }
 
   /** The context of a server call's connection; null when it is not pinless ALTS. */

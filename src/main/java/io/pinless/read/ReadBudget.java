@@ -28,18 +28,20 @@ import java.util.Arrays;
 public final class ReadBudget {
   /** 64 MiB: well above gRPC's default 4 MiB message limit and the 16 MiB messages we test. */
   public static final long DEFAULT_LIMIT_BYTES = 64L << 20;
+  /** The table's first size. */
+  private static final int INITIAL_SLOTS = 4;
 
   private final long limitBytes;
   /**
-   * The tracked buffers, each with one reference held by this budget; {@code [0, count)}. Starts
-   * small and doubles when a sweep cannot make room. An idle connection keeps it: dropping it
-   * whenever the budget empties (after most read batches in a download) and building it again
-   * cost 18 KB of heap per 16 MiB downloaded, and there is no idle moment to drop it at without a
-   * timer.
+   * The tracked buffers, each with one reference held by this budget; {@code [0, count)}. Made on
+   * the first {@link #track}, doubled when a sweep cannot make room, and given back by {@link
+   * #trim} once nothing is tracked: {@link ReadOnReadyHandler} trims a connection that has gone
+   * quiet, not after every read batch (building it again after most batches of a download cost
+   * 18 KB of heap per 16 MiB), so an idle connection keeps no table.
    */
-  private ByteBuf[] tracked = new ByteBuf[4];
+  private ByteBuf[] tracked;
   /** The capacity each tracked buffer had when tracked (what it is counted for). */
-  private int[] capacities = new int[4];
+  private int[] capacities;
   private int count;
   /** The capacities of the tracked buffers. */
   private long trackedBytes;
@@ -63,7 +65,10 @@ public final class ReadBudget {
    * @param buf borrowed: retained once here; that reference is released by a later sweep
    */
   public void track(ByteBuf buf) {
-    if (count == tracked.length) {
+    if (tracked == null) {
+      tracked = new ByteBuf[INITIAL_SLOTS];
+      capacities = new int[INITIAL_SLOTS];
+    } else if (count == tracked.length) {
       sweep();
       if (count == tracked.length) {
         tracked = Arrays.copyOf(tracked, count * 2);
@@ -86,9 +91,28 @@ public final class ReadBudget {
     return trackedBytes > limitBytes && retainedBytes() > limitBytes;
   }
 
-  /** How many buffers the tracking arrays have room for. */
+  /** How many buffers the tracking arrays have room for: 0 when it has none. */
   int slots() {
-    return tracked.length;
+    return tracked == null ? 0 : tracked.length;
+  }
+
+  /**
+   * Gives back the tracking table if nothing is tracked, so that the budget holds nothing; the
+   * next {@link #track} makes a small one again.
+   *
+   * @return true if the budget now holds no table
+   */
+  public boolean trim() {
+    if (count == 0) {
+      tracked = null;
+      capacities = null;
+    }
+    return tracked == null;
+  }
+
+  /** True while the budget has a tracking table (something was tracked since the last trim). */
+  public boolean hasTable() {
+    return tracked != null;
   }
 
   /** How many buffers are tracked (some may be released by the next sweep). */
@@ -109,7 +133,9 @@ public final class ReadBudget {
         tracked[kept++] = buf;
       }
     }
-    Arrays.fill(tracked, kept, count, null);
+    if (count > kept) {
+      Arrays.fill(tracked, kept, count, null);
+    }
     count = kept;
   }
 
@@ -117,8 +143,9 @@ public final class ReadBudget {
   public void releaseAll() {
     for (int i = 0; i < count; i++) {
       tracked[i].release();
-      tracked[i] = null;
     }
+    tracked = null;
+    capacities = null;
     count = 0;
     trackedBytes = 0;
   }

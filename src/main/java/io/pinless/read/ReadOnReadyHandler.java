@@ -8,6 +8,7 @@ import io.netty.channel.ChannelDuplexHandler;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.RecvByteBufAllocator;
 import io.netty.util.UncheckedBooleanSupplier;
+import io.netty.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -22,8 +23,10 @@ import java.util.concurrent.TimeUnit;
  * every flush that passes (gRPC flushes window updates as the application consumes), and every
  * while it tracks anything on a timer that starts at {@link #SWEEP_MILLIS} ms and backs off to
  * {@link #MAX_SWEEP_MILLIS} (busy connections sweep on every batch; the timer is for connections
- * that went quiet, and for a held read), so an idle connection's last buffers go back
- * to the pool at most that long after the application releases them.
+ * that went quiet, and for a held read, which it retries every {@link #SWEEP_MILLIS} ms), so an
+ * idle connection's last buffers go back to the pool at most that long after the application
+ * releases them. Once a timer's sweep finds nothing tracked, the budget gives back its tracking
+ * table ({@link ReadBudget#trim}): a connection that has gone quiet holds no table.
  *
  * <p>It gives up the budget's references when the channel closes.
  *
@@ -93,11 +96,15 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
   private ChannelHandlerContext ctx;
   /** A read is wanted but held back by writability or the budget. */
   private boolean readOwed;
-  /** A {@link #sweepNow} is scheduled. */
-  private boolean sweepScheduled;
-  /** The sweep timer's next delay. */
+  /** The scheduled {@link #sweepNow}; null when none. */
+  private ScheduledFuture<?> sweepTimer;
+  /** The sweep timer's next delay while buffers are tracked. */
   private long sweepDelayMillis = SWEEP_MILLIS;
-  private final Runnable sweepTask = this::sweepNow;
+  /**
+   * The read policy installed on the channel, which is also the sweep timer's task: one object
+   * for both, as a connection keeps it for its life.
+   */
+  private final BatchHandle reads = new BatchHandle(SIZES.newHandle());
   /** How many reads this handler asked the channel for: the test of single ownership. */
   private long readsRequested;
   /** How many read requests from handlers behind it it swallowed. */
@@ -124,9 +131,6 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
     this.maxReadBytes = maxReadBytes;
   }
 
-  /** The read-size and batch policy this handler installs on its channel. */
-  private final RecvByteBufAllocator reads = () -> new BatchHandle(SIZES.newHandle());
-
   @Override
   public void handlerAdded(ChannelHandlerContext ctx) {
     this.ctx = ctx;
@@ -141,12 +145,21 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
   @Override
   public void handlerRemoved(ChannelHandlerContext ctx) {
     budget.releaseAll();
+    cancelSweep();
   }
 
   @Override
   public void channelInactive(ChannelHandlerContext ctx) {
     ctx.fireChannelInactive();
     budget.releaseAll();
+    cancelSweep();
+  }
+
+  private void cancelSweep() {
+    if (sweepTimer != null) {
+      sweepTimer.cancel(false);
+      sweepTimer = null;
+    }
   }
 
   @Override
@@ -190,24 +203,53 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
     }
   }
 
-  /** Sweeps the budget, retries a held read, and comes back while anything is still tracked. */
+  /**
+   * Sweeps the budget, retries a held read, and comes back while anything is still tracked; with
+   * nothing tracked and no read held, gives back the budget's table.
+   */
   private void sweepNow() {
-    sweepScheduled = false;
+    sweepTimer = null;
     // A held read is checked often; otherwise the timer backs off, and starts short again once
     // nothing is tracked.
     sweepDelayMillis = readOwed ? SWEEP_MILLIS : Math.min(sweepDelayMillis * 2, MAX_SWEEP_MILLIS);
     budget.sweep();
     resume();
+    if (!readOwed) {
+      budget.trim();
+    }
     sweepLater();
   }
 
+  /**
+   * Schedules the next timer sweep if one is needed: soon for a held read; after the backing-off
+   * delay while buffers are tracked; after {@link #MAX_SWEEP_MILLIS} to give back the budget's
+   * table once nothing is tracked. An earlier timer already scheduled is kept, a later one
+   * brought forward.
+   */
   private void sweepLater() {
     if (budget.trackedBuffers() == 0) {
       sweepDelayMillis = SWEEP_MILLIS;
-    } else if (!sweepScheduled && ctx.channel().isActive()) {
-      sweepScheduled = true;
-      ctx.executor().schedule(sweepTask, sweepDelayMillis, TimeUnit.MILLISECONDS);
     }
+    long delay;
+    if (readOwed) {
+      delay = SWEEP_MILLIS;
+    } else if (budget.trackedBuffers() > 0) {
+      delay = sweepDelayMillis;
+    } else if (budget.hasTable()) {
+      delay = MAX_SWEEP_MILLIS;
+    } else {
+      return;
+    }
+    if (!ctx.channel().isActive()) {
+      return;
+    }
+    if (sweepTimer != null) {
+      if (sweepTimer.getDelay(TimeUnit.MILLISECONDS) <= delay) {
+        return;
+      }
+      sweepTimer.cancel(false);
+    }
+    sweepTimer = ctx.executor().schedule(reads, delay, TimeUnit.MILLISECONDS);
   }
 
   /** False while a hold applies: the channel is not writable (when enabled) or over budget. */
@@ -278,12 +320,24 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
    * {@link #MAX_READS_PER_BATCH}, and stop as soon as a hold applies.
    */
   private final class BatchHandle extends RecvByteBufAllocator.DelegatingHandle
-      implements RecvByteBufAllocator.ExtendedHandle {
+      implements RecvByteBufAllocator.ExtendedHandle, RecvByteBufAllocator, Runnable {
     /** Reads in the current batch. */
     private int readsInBatch;
 
     BatchHandle(RecvByteBufAllocator.Handle sizes) {
       super(sizes);
+    }
+
+    /** The channel's one handle: this object (a channel asks once and keeps it). */
+    @Override
+    public RecvByteBufAllocator.Handle newHandle() {
+      return this;
+    }
+
+    /** The sweep timer's task. */
+    @Override
+    public void run() {
+      sweepNow();
     }
 
     @Override

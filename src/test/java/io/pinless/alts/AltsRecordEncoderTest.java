@@ -212,6 +212,54 @@ class AltsRecordEncoderTest {
     ch.finishAndReleaseAll();
   }
 
+  /** Completes each frame's write as soon as it is written, keeping the frames. */
+  private static final class ImmediateWrites extends ChannelOutboundHandlerAdapter {
+    final List<ByteBuf> frames = new ArrayList<>();
+
+    @Override
+    public void write(ChannelHandlerContext ctx, Object msg, ChannelPromise promise) {
+      frames.add((ByteBuf) msg);
+      promise.setSuccess();
+    }
+
+    byte[] drain() {
+      byte[] all = concat(frames.stream().map(f -> {
+        byte[] b = new byte[f.readableBytes()];
+        f.readBytes(b);
+        f.release();
+        return b;
+      }).toArray(byte[][]::new));
+      frames.clear();
+      return all;
+    }
+  }
+
+  @Test
+  void holdsNoQueueBetweenFlushesAndTakesWritesMadeWhileItFrames() {
+    ImmediateWrites out = new ImmediateWrites();
+    AltsRecordEncoder encoder = new AltsRecordEncoder(ALTSRP_GCM_AES128_REKEY, KEY44, true, 1024);
+    EmbeddedChannel ch = new EmbeddedChannel(out, encoder);
+    assertEquals(0, encoder.queueSlots(), "nothing written yet");
+    byte[] w1 = pattern(1000, 1); // frame 1
+    byte[] w2 = pattern(1000, 2); // frame 2
+    byte[] w3 = pattern(10, 3);
+    byte[] w4 = pattern(10, 4);
+    byte[] w5 = pattern(5, 5); // written by w2's listener, while the encoder is framing
+    ChannelFuture f1 = ch.write(direct(w1));
+    ChannelFuture[] late = new ChannelFuture[1];
+    ch.write(direct(w2)).addListener(f -> late[0] = ch.write(direct(w5)));
+    ChannelFuture f3 = ch.write(direct(w3));
+    ChannelFuture f4 = ch.write(direct(w4));
+    assertTrue(encoder.queueSlots() > 0);
+    ch.flush();
+    assertTrue(f1.isSuccess() && f3.isSuccess() && f4.isSuccess());
+    assertTrue(late[0] != null && late[0].isSuccess(), "the late write went into the last frame");
+    assertEquals(3, out.frames.size());
+    assertEquals(0, encoder.queueSlots(), "everything framed: no queue kept");
+    assertArrayEquals(concat(w1, w2, w3, w4, w5), decodeAsServer(out.drain(), 1024));
+    ch.finishAndReleaseAll();
+  }
+
   @Test
   void counterOverflowFailsTheWriteAndEveryLaterOneAndCloses() {
     EmbeddedChannel ch = new EmbeddedChannel(new AltsRecordEncoder(ALTSRP_GCM_AES128, KEY16, true, MAX));

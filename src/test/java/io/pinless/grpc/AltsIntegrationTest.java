@@ -62,6 +62,8 @@ class AltsIntegrationTest {
   private Server clientHandshaker;
   private Server serverHandshaker;
   private final ConcurrentLinkedQueue<String> peersSeen = new ConcurrentLinkedQueue<>();
+  private final ConcurrentLinkedQueue<PinlessAltsContext> contextsSeen =
+      new ConcurrentLinkedQueue<>();
 
   @BeforeEach
   void startHandshakers() throws Exception {
@@ -86,6 +88,7 @@ class AltsIntegrationTest {
             ServerCall<Q, R> call, Metadata headers, ServerCallHandler<Q, R> next) {
           PinlessAltsContext pinless = PinlessAltsContext.from(call);
           if (pinless != null) {
+            contextsSeen.add(pinless);
             peersSeen.add("pinless:" + pinless.peerServiceAccount() + ":" + pinless.recordProtocol());
           } else if (AltsContextUtil.check(call)) {
             peersSeen.add("stock:" + AltsContextUtil.createFrom(call).getPeerServiceAccount());
@@ -171,6 +174,26 @@ class AltsIntegrationTest {
       close(channel, server);
     }
     assertEquals("pinless:client-sa:ALTSRP_GCM_AES128_REKEY", peersSeen.peek());
+  }
+
+  @Test
+  void connectionsWithTheSamePeerShareOneContext() throws Exception {
+    Server server = server(pinlessServerCreds());
+    ManagedChannel first = channel(server, pinlessChannelCreds("server-sa"));
+    ManagedChannel second = channel(server, pinlessChannelCreds("server-sa"));
+    try {
+      unaryAtSizes(first, 1);
+      unaryAtSizes(second, 1);
+    } finally {
+      first.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+      close(second, server);
+    }
+    assertEquals(2, contextsSeen.size());
+    PinlessAltsContext a = contextsSeen.poll();
+    assertEquals("client-sa", a.peerServiceAccount());
+    assertEquals("server-sa", a.localServiceAccount());
+    // Each connection keeps a reference to one context per identity, not a copy of its own.
+    org.junit.jupiter.api.Assertions.assertSame(a, contextsSeen.poll());
   }
 
   @Test

@@ -1,6 +1,7 @@
 package io.pinless.read;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.netty.buffer.ByteBuf;
@@ -47,5 +48,23 @@ class ReadBudgetTest {
     assertEquals(1, read.refCnt(), "only the slice holds it now");
     slice.release();
     assertEquals(0, read.refCnt());
+  }
+  @Test
+  void holdsNoTableUntilItTracksAndGivesItBackWhenTrimmedEmpty() {
+    ReadBudget budget = new ReadBudget(1000);
+    assertEquals(0, budget.slots());
+    assertTrue(budget.trim());
+    ByteBuf read = PooledByteBufAllocator.DEFAULT.directBuffer(64);
+    budget.track(read);
+    ByteBuf slice = read.retainedSlice(0, 10);
+    read.release();
+    assertTrue(budget.hasTable());
+    assertFalse(budget.trim(), "a buffer is tracked: the table stays");
+    assertEquals(1, budget.trackedBuffers());
+    slice.release();
+    budget.sweep();
+    assertTrue(budget.trim());
+    assertFalse(budget.hasTable());
+    assertEquals(0, read.refCnt(), "the sweep released it");
   }
 }

@@ -219,4 +219,42 @@ class ReadOnReadyHandlerTest {
     assertEquals(1, s.counter.reads);
     s.ch.finishAndReleaseAll();
   }
+  @Test
+  void aQuietConnectionGivesBackTheBudgetsTableAfterTheLongestSweepDelay() {
+    Setup s = new Setup(false);
+    s.ch.freezeTime();
+    ByteBuf slice = handedOn(s);
+    slice.release(); // downstream is done before the batch ends
+    s.ch.pipeline().fireChannelReadComplete();
+    assertEquals(0, s.budget.trackedBuffers(), "the batch's sweep released the read buffer");
+    assertTrue(s.budget.hasTable(), "kept for the next batch");
+    s.ch.advanceTimeBy(ReadOnReadyHandler.MAX_SWEEP_MILLIS - 1, TimeUnit.MILLISECONDS);
+    s.ch.runScheduledPendingTasks();
+    assertTrue(s.budget.hasTable(), "not yet");
+    s.ch.advanceTimeBy(1, TimeUnit.MILLISECONDS);
+    s.ch.runScheduledPendingTasks();
+    assertFalse(s.budget.hasTable(), "quiet: the table is given back");
+    assertEquals(0, s.budget.slots());
+    s.ch.advanceTimeBy(10 * ReadOnReadyHandler.MAX_SWEEP_MILLIS, TimeUnit.MILLISECONDS);
+    s.ch.runScheduledPendingTasks();
+    assertEquals(2, s.counter.reads, "the timers asked for no read");
+    s.ch.finishAndReleaseAll();
+  }
+
+  @Test
+  void aHeldReadBringsAPendingQuietTimerForward() {
+    Setup s = new Setup(false);
+    s.ch.freezeTime();
+    handedOn(s).release();
+    s.ch.pipeline().fireChannelReadComplete(); // nothing tracked: a quiet timer, 1280 ms away
+    ByteBuf slice = handedOn(s);
+    s.ch.pipeline().fireChannelReadComplete(); // over budget: the read is held
+    assertTrue(s.handler.isHoldingRead());
+    slice.release();
+    s.ch.advanceTimeBy(ReadOnReadyHandler.SWEEP_MILLIS, TimeUnit.MILLISECONDS);
+    s.ch.runScheduledPendingTasks();
+    assertFalse(s.handler.isHoldingRead(), "retried after " + ReadOnReadyHandler.SWEEP_MILLIS + " ms");
+    assertEquals(3, s.counter.reads);
+    s.ch.finishAndReleaseAll();
+  }
 }

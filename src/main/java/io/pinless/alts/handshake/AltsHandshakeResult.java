@@ -60,6 +60,27 @@ public final class AltsHandshakeResult {
     return peerRpcMinor;
   }
 
+  /** Equal when every field is: two connections with the same peer, identities and settings. */
+  @Override
+  public boolean equals(Object o) {
+    if (!(o instanceof AltsHandshakeResult)) {
+      return false;
+    }
+    AltsHandshakeResult r = (AltsHandshakeResult) o;
+    return peerServiceAccount.equals(r.peerServiceAccount)
+        && localServiceAccount.equals(r.localServiceAccount)
+        && recordProtocol.equals(r.recordProtocol)
+        && maxFrameSize == r.maxFrameSize
+        && peerRpcMajor == r.peerRpcMajor
+        && peerRpcMinor == r.peerRpcMinor;
+  }
+
+  @Override
+  public int hashCode() {
+    return java.util.Objects.hash(peerServiceAccount, localServiceAccount, recordProtocol,
+        maxFrameSize, peerRpcMajor, peerRpcMinor);
+  }
+
   @Override
   public String toString() {
     return "ALTS peer " + peerServiceAccount + " (local " + localServiceAccount + "), "
