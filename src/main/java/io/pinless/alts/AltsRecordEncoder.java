@@ -6,6 +6,7 @@ import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelOutboundHandlerAdapter;
 import io.netty.channel.ChannelPromise;
 import io.netty.handler.codec.UnsupportedMessageTypeException;
+import io.netty.util.concurrent.FastThreadLocal;
 import io.netty.util.concurrent.PromiseNotifier;
 import io.netty.util.ReferenceCountUtil;
 import java.nio.ByteBuffer;
@@ -39,8 +40,9 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
    * The writes not yet framed, in order: each buffer followed by its promise, in {@code [head,
    * size)}. Entries before {@code done} are writes sealed in full into the frame being built (their
    * buffers released, their promises waiting for that frame); from {@code done} on they are still
-   * pending. Made on the first write and dropped once a flush has framed everything, so a
-   * connection between flushes (an idle one) holds no array.
+   * pending. Taken on the first write (the thread's spare array, see {@link #SPARE}) and given
+   * back once a flush has framed everything, so a connection between flushes (an idle one) holds
+   * no array.
    */
   private Object[] queue;
   private int head;
@@ -96,7 +98,7 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
     }
     ByteBuf buf = (ByteBuf) msg;
     if (queue == null) {
-      queue = new Object[INITIAL_QUEUE];
+      queue = takeSpare();
     } else if (size == queue.length) {
       if (head > 0) {
         System.arraycopy(queue, head, queue, 0, size - head);
@@ -115,6 +117,42 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
 
   /** Room for four writes at first. */
   private static final int INITIAL_QUEUE = 8;
+  /** The largest queue array a thread keeps as its spare (1024 writes). */
+  private static final int MAX_SPARE = 2048;
+  /**
+   * Per thread: one empty queue array, lent to the encoder that writes first and given back by it
+   * when a flush has framed everything. A connection of the event loop usually writes and
+   * flushes in one task, so the loop's connections share one array and none keeps one between
+   * flushes; an encoder that finds it lent out makes its own. (Making one per flush instead cost
+   * 18% more heap per downloaded byte: a queue grown to a flush's many writes was grown again on
+   * every flush.)
+   */
+  private static final FastThreadLocal<Object[][]> SPARE =
+      new FastThreadLocal<>() {
+        @Override
+        protected Object[][] initialValue() {
+          return new Object[1][];
+        }
+      };
+
+  /** @return an empty array for the queue: the thread's spare if it has one */
+  private static Object[] takeSpare() {
+    Object[][] spare = SPARE.get();
+    Object[] array = spare[0];
+    if (array == null) {
+      return new Object[INITIAL_QUEUE];
+    }
+    spare[0] = null;
+    return array;
+  }
+
+  /** Gives the empty {@code array} to the thread as its spare, if it is larger than the one kept. */
+  private static void giveSpare(Object[] array) {
+    Object[][] spare = SPARE.get();
+    if (array.length <= MAX_SPARE && (spare[0] == null || spare[0].length < array.length)) {
+      spare[0] = array;
+    }
+  }
 
   /** The pending buffer at entry {@code i} (an even index). */
   private ByteBuf bufferAt(int i) {
@@ -136,6 +174,7 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
         sealFrame(ctx, (int) Math.min(maxPayload, pendingBytes));
       }
       if (head == size) {
+        giveSpare(queue);
         queue = null;
         head = done = size = 0;
       }
