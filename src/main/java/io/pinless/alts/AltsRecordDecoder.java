@@ -6,6 +6,7 @@ import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.pinless.read.ReadOnReadyHandler;
 import java.security.GeneralSecurityException;
+import java.util.concurrent.atomic.LongAdder;
 import javax.crypto.AEADBadTagException;
 
 /**
@@ -53,8 +54,7 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter
    * read with whatever follows it and copied.
    */
   static final int MIN_DIRECT_READ_BYTES = 4096;
-  private static final java.util.concurrent.atomic.LongAdder TOTAL_COPIED =
-      new java.util.concurrent.atomic.LongAdder();
+  private static final LongAdder TOTAL_COPIED = new LongAdder();
 
   /** Where the decoder is in the record stream. */
   private enum State {

@@ -12,6 +12,7 @@ import io.netty.util.ReferenceCountUtil;
 import java.nio.ByteBuffer;
 import java.nio.channels.ClosedChannelException;
 import java.security.GeneralSecurityException;
+import java.util.Arrays;
 
 /**
  * Encrypts plaintext {@link ByteBuf}s into ALTS frames: plaintext in, frames out, no frame larger
@@ -100,15 +101,9 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
     if (queue == null) {
       queue = takeSpare();
     } else if (size == queue.length) {
-      if (head > 0) {
-        System.arraycopy(queue, head, queue, 0, size - head);
-        java.util.Arrays.fill(queue, size - head, size, null);
-        done -= head;
-        size -= head;
-        head = 0;
-      } else {
-        queue = java.util.Arrays.copyOf(queue, size * 2);
-      }
+      // Entries before head are spent only while a flush frames (a write from a promise
+      // listener); the queue is given back when that flush ends, so it just grows.
+      queue = Arrays.copyOf(queue, size * 2);
     }
     queue[size++] = buf;
     queue[size++] = promise;
@@ -226,7 +221,7 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
               AltsRecordException.Reason.CRYPTO_FAILURE, "record encryption failed: " + e, e);
     } finally {
       if (views != null) {
-        java.util.Arrays.fill(views, null);
+        Arrays.fill(views, null);
       }
     }
     counter.increment();
@@ -278,7 +273,7 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
     if (views == null) {
       views = new ByteBuffer[4];
     } else if (count == views.length) {
-      views = java.util.Arrays.copyOf(views, count * 2);
+      views = Arrays.copyOf(views, count * 2);
     }
     views[count] = view;
     return count + 1;
@@ -347,7 +342,7 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
         break;
     }
     if (queue != null) { // null if the write closed the channel and failed what was pending
-      java.util.Arrays.fill(queue, head, done, null);
+      Arrays.fill(queue, head, done, null);
       head = done;
     }
   }

@@ -7,8 +7,10 @@ import java.util.Locale;
  * Chooses the AES-GCM provider once per process. The setting {@code pinless.alts.crypto} (see
  * {@link io.pinless.Settings}) picks it: {@code auto} (the default: Conscrypt when it is on the
  * classpath and loads, else the JDK), {@code conscrypt} (fail if it does not load) or {@code jdk}.
+ * It also loads Conscrypt's provider for the rest of pinless (the local handshaker's X25519), so
+ * the process makes one.
  */
-final class CryptoProvider {
+public final class CryptoProvider {
   /** The system property that chooses the provider. */
   static final String PROPERTY = "pinless.alts.crypto";
 
@@ -21,8 +23,11 @@ final class CryptoProvider {
     return PREFERRED;
   }
 
-  /** Conscrypt's provider, or null when it is not on the classpath or does not load here. */
-  static Provider conscryptOrNull() {
+  /**
+   * Conscrypt's provider, made once per process, or null when it is not on the classpath or does
+   * not load here.
+   */
+  public static Provider conscryptOrNull() {
     try {
       return ConscryptHolder.PROVIDER;
     } catch (LinkageError e) {

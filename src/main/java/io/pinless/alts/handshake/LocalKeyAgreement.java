@@ -1,11 +1,11 @@
 package io.pinless.alts.handshake;
 
+import io.pinless.alts.CryptoProvider;
 import java.security.GeneralSecurityException;
 import java.security.KeyFactory;
 import java.security.KeyPair;
 import java.security.KeyPairGenerator;
 import java.security.MessageDigest;
-import java.security.Provider;
 import java.security.PublicKey;
 import java.security.spec.X509EncodedKeySpec;
 import java.util.Arrays;
@@ -43,12 +43,37 @@ final class LocalKeyAgreement {
   /** Where X25519 comes from, chosen once. */
   enum Source {
     /** Conscrypt's XDH. */
-    CONSCRYPT,
+    CONSCRYPT("XDH"),
     /** The JDK's X25519. */
-    JDK;
+    JDK("X25519");
 
     /** Conscrypt when it is on the class path and loads, else the JDK. */
-    static final Source PREFERRED = conscryptOrNull() != null ? CONSCRYPT : JDK;
+    static final Source PREFERRED = CryptoProvider.conscryptOrNull() != null ? CONSCRYPT : JDK;
+
+    /** The source's name for X25519. */
+    private final String algorithm;
+
+    Source(String algorithm) {
+      this.algorithm = algorithm;
+    }
+
+    KeyPairGenerator keyPairGenerator() throws GeneralSecurityException {
+      return this == CONSCRYPT
+          ? KeyPairGenerator.getInstance(algorithm, CryptoProvider.conscryptOrNull())
+          : KeyPairGenerator.getInstance(algorithm);
+    }
+
+    KeyFactory keyFactory() throws GeneralSecurityException {
+      return this == CONSCRYPT
+          ? KeyFactory.getInstance(algorithm, CryptoProvider.conscryptOrNull())
+          : KeyFactory.getInstance(algorithm);
+    }
+
+    KeyAgreement keyAgreement() throws GeneralSecurityException {
+      return this == CONSCRYPT
+          ? KeyAgreement.getInstance(algorithm, CryptoProvider.conscryptOrNull())
+          : KeyAgreement.getInstance(algorithm);
+    }
   }
 
   private final Source source;
@@ -62,28 +87,7 @@ final class LocalKeyAgreement {
   /** A fresh ephemeral key pair from {@code source}. */
   LocalKeyAgreement(Source source) throws GeneralSecurityException {
     this.source = source;
-    keyPair = source == Source.CONSCRYPT
-        ? KeyPairGenerator.getInstance("XDH", conscrypt()).generateKeyPair()
-        : KeyPairGenerator.getInstance("X25519").generateKeyPair();
-  }
-
-  private static Provider conscrypt() {
-    return ConscryptHolder.PROVIDER;
-  }
-
-  /** Conscrypt's provider, or null when it is not on the class path or does not load here. */
-  static Provider conscryptOrNull() {
-    try {
-      return ConscryptHolder.PROVIDER;
-    } catch (LinkageError e) {
-      return null;
-    }
-  }
-
-  /** Loaded only when asked for, so a missing Conscrypt is a caught LinkageError. */
-  private static final class ConscryptHolder {
-    static final Provider PROVIDER =
-        org.conscrypt.Conscrypt.isAvailable() ? org.conscrypt.Conscrypt.newProvider() : null;
+    keyPair = source.keyPairGenerator().generateKeyPair();
   }
 
   /** This end's public key, RFC 7748 encoding (the u-coordinate, 32 bytes little endian). */
@@ -130,15 +134,8 @@ final class LocalKeyAgreement {
     System.arraycopy(peerPublicKey, 0, x509, X509_PREFIX.length, PUBLIC_KEY_BYTES);
     // RFC 7748: the top bit of the last byte is ignored on decoding.
     x509[x509.length - 1] &= 0x7f;
-    KeyAgreement agreement;
-    PublicKey peer;
-    if (source == Source.CONSCRYPT) {
-      peer = KeyFactory.getInstance("XDH", conscrypt()).generatePublic(new X509EncodedKeySpec(x509));
-      agreement = KeyAgreement.getInstance("XDH", conscrypt());
-    } else {
-      peer = KeyFactory.getInstance("X25519").generatePublic(new X509EncodedKeySpec(x509));
-      agreement = KeyAgreement.getInstance("X25519");
-    }
+    PublicKey peer = source.keyFactory().generatePublic(new X509EncodedKeySpec(x509));
+    KeyAgreement agreement = source.keyAgreement();
     agreement.init(keyPair.getPrivate());
     agreement.doPhase(peer, true);
     return agreement.generateSecret();
