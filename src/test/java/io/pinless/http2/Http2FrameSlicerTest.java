@@ -5,6 +5,7 @@ import static io.pinless.http2.Http2Recording.frames;
 import static io.pinless.http2.Http2Recording.meaning;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.netty.buffer.ByteBuf;
@@ -154,10 +155,18 @@ class Http2FrameSlicerTest {
       ByteBuf read = PooledByteBufAllocator.DEFAULT.directBuffer(32768);
       read.writerIndex(ReadOnReadyHandler.HEADROOM_BYTES).readerIndex(ReadOnReadyHandler.HEADROOM_BYTES);
       read.writeBytes(stream, range[0], range[1] - range[0]);
+      int before = r.keep.handedOn.size();
       r.ch.writeInbound(read);
+      ByteBuf first = r.keep.handedOn.get(before);
+      ByteBuf last = r.keep.handedOn.get(r.keep.handedOn.size() - 1);
       if (range[0] == 0) {
         assertEquals(1, r.keep.handedOn.size(),
             "the frames before the cut and the first piece lie together: one slice, one pass");
+        assertSame(read, last,
+            "a read's last run goes on as the read buffer itself, so gRPC's frame slices are"
+                + " slices of a plain pooled buffer, not of a pooled slice");
+      } else {
+        assertSame(root(read), root(first), "a run before a copied frame is a slice of the read");
       }
     }
     r.assertWholeUnits(false);
@@ -174,6 +183,14 @@ class Http2FrameSlicerTest {
     assertEquals(List.of(6000, 10384, 0), dataLengths, "the frame in two pieces, then END_STREAM");
     assertEquals(9, r.slicer.copiedDataBytes(), "only the empty END_STREAM frame is copied");
     r.finish();
+  }
+
+  /** The buffer {@code buf} is a view of, past slices and leak-detection wrappers. */
+  private static ByteBuf root(ByteBuf buf) {
+    while (buf.unwrap() != null) {
+      buf = buf.unwrap();
+    }
+    return buf;
   }
 
   @Test
