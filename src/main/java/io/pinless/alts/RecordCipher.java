@@ -1,7 +1,10 @@
 package io.pinless.alts;
 
 import io.netty.util.concurrent.FastThreadLocal;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.security.GeneralSecurityException;
 import java.util.Arrays;
 import javax.crypto.Mac;
@@ -25,9 +28,15 @@ final class RecordCipher {
   private static final int NONCE_BYTES = 12;
   private static final int AES128_KEY_BYTES = 16;
 
+  /** The record key and the rekey material as big-endian longs and ints in byte arrays. */
+  private static final VarHandle LONG_BE =
+      MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.BIG_ENDIAN);
+  private static final VarHandle INT_BE =
+      MethodHandles.byteArrayViewVarHandle(int[].class, ByteOrder.BIG_ENDIAN);
+
   private final AesGcm aes;
-  /** The rekey protocol's KDF key and nonce mask ({@code kdf || mask}); null for AES128. */
-  private final byte[] rekeyMaterial;
+  /** Whether this is the rekey protocol (else the key is fixed and the nonce is the counter). */
+  private final boolean rekey;
   /** Per thread: the HMAC-SHA256 that derives record keys, keyed only while it does. */
   private static final FastThreadLocal<Mac> KDF =
       new FastThreadLocal<>() {
@@ -40,19 +49,44 @@ final class RecordCipher {
   /** What the thread's {@link #KDF} is keyed with between derivations. */
   private static final SecretKeySpec ZERO_KDF_KEY =
       new SecretKeySpec(new byte[KDF_KEY_BYTES], "HmacSHA256");
-  /** Per thread: scratch for the masked nonce ([0]) and the HMAC output ([1], wiped after use). */
+  /**
+   * Per thread: scratch for the masked nonce ({@link #NONCE}), the HMAC output ({@link #MAC_OUT},
+   * wiped after use), the record key handed to the cipher ({@link #KEY}) and the KDF key handed to
+   * the HMAC ({@link #KDF_KEY}, wiped after use).
+   */
   private static final FastThreadLocal<byte[][]> SCRATCH =
       new FastThreadLocal<>() {
         @Override
         protected byte[][] initialValue() {
-          return new byte[][] {new byte[NONCE_BYTES], new byte[32]};
+          return new byte[][] {
+            new byte[NONCE_BYTES], new byte[32], new byte[AES128_KEY_BYTES], new byte[KDF_KEY_BYTES]
+          };
         }
       };
 
-  /** The counter bytes 2..7 that {@link #recordKey} was derived for, big-endian (rekey only). */
+  private static final int NONCE = 0;
+  private static final int MAC_OUT = 1;
+  private static final int KEY = 2;
+  private static final int KDF_KEY = 3;
+
+  /*
+   * The key bytes live in fields, not arrays: an idle connection has four record ciphers (two
+   * directions at each end), and two arrays each (the rekey material, the record key) cost 96 bytes
+   * where these fields cost 48. They are copied into this thread's scratch for each call.
+   */
+  /** The counter bytes 2..7 that the record key was derived for, big-endian (rekey only). */
   private long keyCounter;
-  /** The AES key of the current record (16 bytes; rewritten in place on a key change). */
-  private byte[] recordKey;
+  /** The AES key of the current record, bytes 0..7 and 8..15. */
+  private long key0;
+  private long key1;
+  /** The rekey protocol's KDF key, bytes 0..7, 8..15, 16..23 and 24..31. */
+  private long kdf0;
+  private long kdf1;
+  private long kdf2;
+  private long kdf3;
+  /** The rekey protocol's nonce mask, bytes 0..7 and 8..11. */
+  private long mask0;
+  private int mask1;
   /** True after {@link #destroy()}. */
   private boolean destroyed;
 
@@ -68,13 +102,23 @@ final class RecordCipher {
         throw new IllegalArgumentException(
             "ALTSRP_GCM_AES128 needs a 16-byte key, got " + key.length);
       }
-      this.rekeyMaterial = null;
-      this.recordKey = key.clone();
+      this.rekey = false;
+      key0 = longAt(key, 0);
+      key1 = longAt(key, 8);
     } else {
-      this.rekeyMaterial = Arrays.copyOf(key, KDF_KEY_BYTES + NONCE_BYTES);
-      this.recordKey = new byte[AES128_KEY_BYTES];
+      this.rekey = true;
+      kdf0 = longAt(key, 0);
+      kdf1 = longAt(key, 8);
+      kdf2 = longAt(key, 16);
+      kdf3 = longAt(key, 24);
+      mask0 = longAt(key, KDF_KEY_BYTES);
+      mask1 = (int) INT_BE.get(key, KDF_KEY_BYTES + 8);
       deriveKey(new byte[NONCE_BYTES]);
     }
+  }
+
+  private static long longAt(byte[] bytes, int offset) {
+    return (long) LONG_BE.get(bytes, offset);
   }
 
   /**
@@ -127,56 +171,57 @@ final class RecordCipher {
   /** Wipes the key material this object holds; every later use fails. */
   void destroy() {
     destroyed = true;
-    if (rekeyMaterial != null) {
-      Arrays.fill(rekeyMaterial, (byte) 0);
-    }
-    // This thread's scratch may hold this connection's last masked nonce.
-    Arrays.fill(SCRATCH.get()[0], (byte) 0);
-    Arrays.fill(recordKey, (byte) 0);
+    key0 = key1 = kdf0 = kdf1 = kdf2 = kdf3 = mask0 = 0;
+    mask1 = 0;
+    // This thread's scratch may hold this connection's last masked nonce and record key.
+    byte[][] scratch = SCRATCH.get();
+    Arrays.fill(scratch[NONCE], (byte) 0);
+    Arrays.fill(scratch[KEY], (byte) 0);
     // The thread's cipher may still hold this connection's last record key.
     aes.forget();
   }
 
+  /** The record key for {@code counter}, in this thread's scratch. */
   private byte[] prepare(byte[] counter) {
     if (destroyed) {
       throw new IllegalStateException("record cipher was destroyed");
     }
-    if (rekeyMaterial != null && !sameKeyCounter(counter)) {
+    if (rekey && keyCounterOf(counter) != keyCounter) {
       deriveKey(counter);
     }
-    return recordKey;
+    byte[] key = SCRATCH.get()[KEY];
+    LONG_BE.set(key, 0, key0);
+    LONG_BE.set(key, 8, key1);
+    return key;
   }
 
   private byte[] nonceFor(byte[] counter) {
-    if (rekeyMaterial == null) {
+    if (!rekey) {
       return counter;
     }
-    byte[] nonce = SCRATCH.get()[0];
-    for (int i = 0; i < NONCE_BYTES; i++) {
-      nonce[i] = (byte) (counter[i] ^ rekeyMaterial[KDF_KEY_BYTES + i]);
-    }
+    byte[] nonce = SCRATCH.get()[NONCE];
+    LONG_BE.set(nonce, 0, longAt(counter, 0) ^ mask0);
+    INT_BE.set(nonce, 8, (int) INT_BE.get(counter, 8) ^ mask1);
     return nonce;
-  }
-
-  private boolean sameKeyCounter(byte[] counter) {
-    return keyCounterOf(counter) == keyCounter;
   }
 
   /** Counter bytes 2..7, the part that selects the record key, as a number. */
   private static long keyCounterOf(byte[] counter) {
-    long value = 0;
-    for (int i = 2; i < 8; i++) {
-      value = (value << 8) | (counter[i] & 0xff);
-    }
-    return value;
+    return longAt(counter, 0) & 0xffff_ffff_ffffL;
   }
 
   private void deriveKey(byte[] counter) {
     keyCounter = keyCounterOf(counter);
-    byte[] macOut = SCRATCH.get()[1];
+    byte[][] scratch = SCRATCH.get();
+    byte[] macOut = scratch[MAC_OUT];
+    byte[] kdfKey = scratch[KDF_KEY];
+    LONG_BE.set(kdfKey, 0, kdf0);
+    LONG_BE.set(kdfKey, 8, kdf1);
+    LONG_BE.set(kdfKey, 16, kdf2);
+    LONG_BE.set(kdfKey, 24, kdf3);
     Mac kdf = KDF.get();
     try {
-      kdf.init(new SecretKeySpec(rekeyMaterial, 0, KDF_KEY_BYTES, "HmacSHA256"));
+      kdf.init(new SecretKeySpec(kdfKey, "HmacSHA256"));
       kdf.update(counter, 2, 6);
       kdf.update((byte) 0x01);
       kdf.doFinal(macOut, 0);
@@ -184,8 +229,11 @@ final class RecordCipher {
       kdf.init(ZERO_KDF_KEY);
     } catch (GeneralSecurityException e) {
       throw new IllegalStateException("HmacSHA256 refused a 32-byte key or its output buffer", e);
+    } finally {
+      Arrays.fill(kdfKey, (byte) 0);
     }
-    System.arraycopy(macOut, 0, recordKey, 0, AES128_KEY_BYTES);
+    key0 = longAt(macOut, 0);
+    key1 = longAt(macOut, 8);
     Arrays.fill(macOut, (byte) 0);
   }
 }
