@@ -13,8 +13,11 @@ import io.netty.util.concurrent.FastThreadLocal;
  *   byte  overflowBytes .. 10    zero
  *   byte  11                     0x80 server-to-client, 0x00 client-to-server
  * </pre>
+ *
+ * <p>{@link RecordCipher} extends it, so that a direction's counter and keys are one object (an
+ * idle connection has four directions; a counter object of its own cost 16 bytes more each).
  */
-final class AltsCounter {
+class AltsCounter {
   /** Per thread: the 12 bytes {@link #current()} returns (a connection keeps no array). */
   private static final FastThreadLocal<byte[]> BYTES =
       new FastThreadLocal<>() {

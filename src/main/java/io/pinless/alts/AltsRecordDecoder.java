@@ -69,7 +69,6 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter
   }
 
   private final RecordCipher cipher;
-  private final AltsCounter counter;
   private final int maxFrameSize;
   /**
    * The first header bytes of the next record while in {@link State#HEADER}, little endian (byte
@@ -102,8 +101,7 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter
   AltsRecordDecoder(
       AltsRecordProtocol protocol, byte[] key, boolean isClient, int maxFrameSize, AesGcm aes) {
     this.maxFrameSize = AltsFrames.checkMaxFrameSize(maxFrameSize);
-    this.cipher = new RecordCipher(protocol, key, aes);
-    this.counter = new AltsCounter(protocol.counterBytes(), isClient);
+    this.cipher = new RecordCipher(protocol, key, aes, isClient);
   }
 
   /**
@@ -252,7 +250,7 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter
    */
   private void openRecord(ByteBuf frame, int start, int frameBytes, ByteBuf out) {
     int plaintextBytes = frameBytes - AltsFrames.OVERHEAD_BYTES;
-    byte[] nonce = counter.current();
+    byte[] nonce = cipher.current();
     try {
       cipher.open(
           nonce,
@@ -269,7 +267,7 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter
           AltsRecordException.Reason.CRYPTO_FAILURE, "record decryption failed: " + e, e);
     }
     out.writerIndex(out.writerIndex() + plaintextBytes);
-    counter.increment();
+    cipher.increment();
   }
 
   /** @param out owned: fired when readable, else released */
@@ -385,7 +383,7 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter
 
   /** The counter of the next record, for tests that start near overflow. */
   AltsCounter counter() {
-    return counter;
+    return cipher;
   }
 
 }

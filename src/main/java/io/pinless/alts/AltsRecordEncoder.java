@@ -35,7 +35,6 @@ import java.util.Arrays;
  */
 public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
   private final RecordCipher cipher;
-  private final AltsCounter counter;
   private final int maxPayload;
   /**
    * The writes not yet framed, in order: each buffer followed by its promise, in {@code [head,
@@ -76,8 +75,7 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
   AltsRecordEncoder(
       AltsRecordProtocol protocol, byte[] key, boolean isClient, int maxFrameSize, AesGcm aes) {
     this.maxPayload = AltsFrames.checkMaxFrameSize(maxFrameSize) - AltsFrames.OVERHEAD_BYTES;
-    this.cipher = new RecordCipher(protocol, key, aes);
-    this.counter = new AltsCounter(protocol.counterBytes(), !isClient);
+    this.cipher = new RecordCipher(protocol, key, aes, !isClient);
   }
 
   /**
@@ -187,7 +185,7 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
 
   /** Seals the next {@code payload} pending bytes into one frame and writes it. */
   private void sealFrame(ChannelHandlerContext ctx, int payload) {
-    byte[] nonce = counter.current();
+    byte[] nonce = cipher.current();
     ByteBuf frame = ctx.alloc().directBuffer(payload + AltsFrames.OVERHEAD_BYTES);
     try {
       frame.writeIntLE(payload + AltsFrames.MIN_LENGTH);
@@ -224,7 +222,7 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
         Arrays.fill(views, null);
       }
     }
-    counter.increment();
+    cipher.increment();
     consume(payload);
     writeFrame(ctx, frame);
   }
@@ -386,6 +384,6 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
 
   /** The counter of the next record, for tests that start near overflow. */
   AltsCounter counter() {
-    return counter;
+    return cipher;
   }
 }

@@ -11,8 +11,9 @@ import javax.crypto.Mac;
 import javax.crypto.spec.SecretKeySpec;
 
 /**
- * The AEAD of one ALTS record protocol: turns a record counter into the AES-GCM key and nonce for
- * that record, and seals or opens the record with them. Holds no buffer.
+ * The AEAD of one direction of one ALTS record protocol, with that direction's record counter:
+ * turns a record counter into the AES-GCM key and nonce for that record, and seals or opens the
+ * record with them. Holds no buffer.
  *
  * <ul>
  *   <li>{@code ALTSRP_GCM_AES128}: key = the 16-byte key; nonce = counter.
@@ -23,7 +24,7 @@ import javax.crypto.spec.SecretKeySpec;
  *       connection holds no HMAC state); nonce = counter XOR mask.
  * </ul>
  */
-final class RecordCipher {
+final class RecordCipher extends AltsCounter {
   private static final int KDF_KEY_BYTES = 32;
   private static final int NONCE_BYTES = 12;
   private static final int AES128_KEY_BYTES = 16;
@@ -72,7 +73,8 @@ final class RecordCipher {
   /*
    * The key bytes live in fields, not arrays: an idle connection has four record ciphers (two
    * directions at each end), and two arrays each (the rekey material, the record key) cost 96 bytes
-   * where these fields cost 48. They are copied into this thread's scratch for each call.
+   * where these fields make the object 48 bytes larger. They are copied into this thread's scratch
+   * for each call.
    */
   /** The counter bytes 2..7 that the record key was derived for, big-endian (rekey only). */
   private long keyCounter;
@@ -90,7 +92,17 @@ final class RecordCipher {
   /** True after {@link #destroy()}. */
   private boolean destroyed;
 
+  /** A cipher whose counter numbers client-to-server records. */
   RecordCipher(AltsRecordProtocol protocol, byte[] key, AesGcm aes) {
+    this(protocol, key, aes, false);
+  }
+
+  /**
+   * A cipher whose counter numbers the records of one direction: server-to-client ones carry 0x80
+   * in byte 11.
+   */
+  RecordCipher(AltsRecordProtocol protocol, byte[] key, AesGcm aes, boolean serverToClient) {
+    super(protocol.counterBytes(), serverToClient);
     if (key == null || key.length < protocol.keyLength()) {
       throw new IllegalArgumentException(
           protocol + " needs a key of at least " + protocol.keyLength() + " bytes, got "

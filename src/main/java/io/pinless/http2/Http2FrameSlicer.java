@@ -151,7 +151,7 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
   /**
    * Hands on the whole frames {@code msg} completes; other messages pass through.
    *
-   * @param msg owned: released here; what is handed on holds retained slices of it
+   * @param msg owned: released here; what is handed on is it (retained) or retained slices of it
    */
   @Override
   public void channelRead(ChannelHandlerContext ctx, Object msg) {
@@ -183,11 +183,16 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
    * @return owned by the caller
    */
   private ByteBuf sliceOf(ByteBuf in, int index, int length) {
+    trackRead(in);
+    return in.retainedSlice(index, length);
+  }
+
+  /** Has the budget track the read buffer {@code in} (borrowed), once per read. */
+  private void trackRead(ByteBuf in) {
     if (trackedRead != in) {
       budget.track(in);
       trackedRead = in;
     }
-    return in.retainedSlice(index, length);
   }
 
   /** @return owned: a new pooled buffer of {@code capacity} bytes, which the budget tracks */
@@ -491,9 +496,9 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
   /**
    * Hands on the read's last region, which ends the read: as the read buffer itself, its indexes
    * set to the region, rather than as a slice. What gRPC keeps of it are then slices of a plain
-   * pooled buffer (a slice of a pooled slice is a larger object of its own per DATA frame:
-   * measured, 4% more heap per downloaded byte than stock grpc-netty), and no slice object is made
-   * per read. The buffer is not read again by this slicer; bytes after the region are kept as
+   * pooled buffer (a slice of a pooled slice is a larger object of its own per DATA frame: with a
+   * slice here, 4.6% more heap per downloaded byte than stock grpc-netty, with the buffer 3.5%),
+   * and no slice object is made per read. The buffer is not read again by this slicer; bytes after the region are kept as
    * slices or copies of their own.
    */
   private void handOnLastRegion(ChannelHandlerContext ctx) {
@@ -501,10 +506,7 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
       return;
     }
     ByteBuf read = regionRead;
-    if (trackedRead != read) {
-      budget.track(read);
-      trackedRead = read;
-    }
+    trackRead(read);
     read.setIndex(regionFrom, regionTo);
     regionFrom = -1;
     regionRead = null;
