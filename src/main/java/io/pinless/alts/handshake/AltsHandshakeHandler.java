@@ -11,8 +11,7 @@ import io.netty.buffer.ByteBuf;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.util.concurrent.ScheduledFuture;
-import io.pinless.alts.AltsRecordDecoder;
-import io.pinless.alts.AltsRecordEncoder;
+import io.pinless.alts.AltsRecordCodec;
 import io.pinless.alts.AltsRecordProtocol;
 import io.pinless.alts.handshake.proto.HandshakeProtocol;
 import io.pinless.alts.handshake.proto.HandshakerReq;
@@ -31,7 +30,8 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * Runs the ALTS handshake of one connection through a handshaker service, without ever blocking
- * the event loop, then puts {@link AltsRecordEncoder} and {@link AltsRecordDecoder} in its place.
+ * the event loop, then puts the record handlers in its place ({@link AltsRecordCodec}: the
+ * record decoder and encoder as one pipeline entry).
  *
  * <p>The client sends {@code client_start} as soon as it is added to an active channel; the
  * server waits for the client's first bytes. The peer's bytes are given to the handshaker as they
@@ -338,10 +338,8 @@ public final class AltsHandshakeHandler extends ChannelInboundHandlerAdapter {
     }
     end();
     try {
-      ctx.pipeline().addAfter(ctx.name(), "pinless-alts-decoder",
-          new AltsRecordDecoder(protocol, key, client, frameSize));
-      ctx.pipeline().addAfter(ctx.name(), "pinless-alts-encoder",
-          new AltsRecordEncoder(protocol, key, client, frameSize));
+      ctx.pipeline().addAfter(ctx.name(), "pinless-alts-records",
+          new AltsRecordCodec(protocol, key, client, frameSize));
     } finally {
       Arrays.fill(key, (byte) 0);
     }
