@@ -139,7 +139,8 @@ final class RecordCipher extends AltsCounter {
    */
   void seal(byte[] counter, ByteBuffer[] plaintexts, int count, ByteBuffer out)
       throws GeneralSecurityException {
-    aes.seal(prepare(counter), nonceFor(counter), plaintexts, count, out);
+    byte[][] scratch = SCRATCH.get();
+    aes.seal(keyFor(counter, scratch), nonceFor(counter, scratch), plaintexts, count, out);
   }
 
   /**
@@ -148,7 +149,8 @@ final class RecordCipher extends AltsCounter {
    */
   void seal(byte[] counter, ByteBuffer plaintext, ByteBuffer out)
       throws GeneralSecurityException {
-    aes.seal(prepare(counter), nonceFor(counter), plaintext, out);
+    byte[][] scratch = SCRATCH.get();
+    aes.seal(keyFor(counter, scratch), nonceFor(counter, scratch), plaintext, out);
   }
 
   /** Whether a plaintext of several pieces should be gathered into one buffer before sealing. */
@@ -163,7 +165,8 @@ final class RecordCipher extends AltsCounter {
    */
   void open(byte[] counter, ByteBuffer ciphertextAndTag, ByteBuffer out)
       throws GeneralSecurityException {
-    aes.open(prepare(counter), nonceFor(counter), ciphertextAndTag, out);
+    byte[][] scratch = SCRATCH.get();
+    aes.open(keyFor(counter, scratch), nonceFor(counter, scratch), ciphertextAndTag, out);
   }
 
   /**
@@ -172,7 +175,8 @@ final class RecordCipher extends AltsCounter {
    */
   byte[] crypt(int mode, byte[] counter, byte[] aad, byte[] input)
       throws GeneralSecurityException {
-    return aes.crypt(mode, prepare(counter), nonceFor(counter), aad, input);
+    byte[][] scratch = SCRATCH.get();
+    return aes.crypt(mode, keyFor(counter, scratch), nonceFor(counter, scratch), aad, input);
   }
 
   /** The name of the AES-GCM provider in use. */
@@ -193,25 +197,25 @@ final class RecordCipher extends AltsCounter {
     aes.forget();
   }
 
-  /** The record key for {@code counter}, in this thread's scratch. */
-  private byte[] prepare(byte[] counter) {
+  /** The record key for {@code counter}, in this thread's {@code scratch} (one lookup a record). */
+  private byte[] keyFor(byte[] counter, byte[][] scratch) {
     if (destroyed) {
       throw new IllegalStateException("record cipher was destroyed");
     }
     if (rekey && keyCounterOf(counter) != keyCounter) {
       deriveKey(counter);
     }
-    byte[] key = SCRATCH.get()[KEY];
+    byte[] key = scratch[KEY];
     LONG_BE.set(key, 0, key0);
     LONG_BE.set(key, 8, key1);
     return key;
   }
 
-  private byte[] nonceFor(byte[] counter) {
+  private byte[] nonceFor(byte[] counter, byte[][] scratch) {
     if (!rekey) {
       return counter;
     }
-    byte[] nonce = SCRATCH.get()[NONCE];
+    byte[] nonce = scratch[NONCE];
     LONG_BE.set(nonce, 0, longAt(counter, 0) ^ mask0);
     INT_BE.set(nonce, 8, (int) INT_BE.get(counter, 8) ^ mask1);
     return nonce;
