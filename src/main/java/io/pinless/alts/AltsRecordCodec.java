@@ -3,13 +3,15 @@ package io.pinless.alts;
 import io.netty.channel.ChannelDuplexHandler;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelPromise;
+import io.pinless.http2.Http2FrameSlicer;
 
 /**
  * An {@link AltsRecordDecoder} and an {@link AltsRecordEncoder} as one pipeline entry: ciphertext
  * in, plaintext out, as the decoder; plaintext writes in, frames out, as the encoder; with their
  * errors, ownership and memory. One entry instead of two saves a handler context (64 bytes) per
  * connection end for the connection's life, which counts when thousands sit idle; pinless's ALTS
- * credentials install this.
+ * credentials install this, with the connection's {@link Http2FrameSlicer} running inside it
+ * ({@link #sliceFrames}), so an ALTS connection end has one pipeline entry for records and frames.
  */
 public final class AltsRecordCodec extends ChannelDuplexHandler {
   private final AltsRecordDecoder decoder;
@@ -34,6 +36,20 @@ public final class AltsRecordCodec extends ChannelDuplexHandler {
       AltsRecordProtocol protocol, byte[] key, boolean isClient, int maxFrameSize, AesGcm aes) {
     decoder = new AltsRecordDecoder(protocol, key, isClient, maxFrameSize, aes);
     encoder = new AltsRecordEncoder(protocol, key, isClient, maxFrameSize, aes);
+  }
+
+  /**
+   * Runs {@code slicer} inside this entry, behind the decoder: the plaintext (and any other
+   * message the decoder passes on) goes to the slicer's {@code channelRead}, the end of the
+   * stream to its {@code channelInactive} and this entry's removal to its {@code handlerRemoved},
+   * each called with this entry's context, so what the slicer hands on reaches the handler after
+   * this entry. The slicer must not also be in a pipeline, and must be built with read headroom
+   * ({@link AltsRecordDecoder#HEADROOM_BYTES} is the room it needs). Saves the slicer's own
+   * pipeline entry, a handler context (64 bytes) per connection end. Call on the channel's event
+   * loop before any record arrives.
+   */
+  public void sliceFrames(Http2FrameSlicer slicer) {
+    decoder.sliceFrames(slicer);
   }
 
   /**

@@ -4,6 +4,7 @@ import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.pinless.http2.Http2FrameSlicer;
 import io.pinless.read.ReadOnReadyHandler;
 import java.security.GeneralSecurityException;
 import java.util.concurrent.atomic.LongAdder;
@@ -82,6 +83,11 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter
   private State state = State.IDLE;
   /** The connection's read handler, when there is one ahead of this decoder. */
   private ReadOnReadyHandler reads;
+  /**
+   * Where plaintext goes when this decoder runs inside an {@link AltsRecordCodec} that slices
+   * frames ({@link AltsRecordCodec#sliceFrames}); null to fire it to the next handler.
+   */
+  private Http2FrameSlicer slicer;
 
   /**
    * Creates a decoder for records sent by the peer.
@@ -112,7 +118,7 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter
   @Override
   public void channelRead(ChannelHandlerContext ctx, Object msg) {
     if (!(msg instanceof ByteBuf)) {
-      ctx.fireChannelRead(msg);
+      handOn(ctx, msg);
       return;
     }
     ByteBuf in = (ByteBuf) msg;
@@ -128,8 +134,26 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter
       in.release();
     }
     if (out != null) {
-      ctx.fireChannelRead(out);
+      handOn(ctx, out);
     }
+  }
+
+  /**
+   * Fires {@code msg} to the next handler, or gives it to the slicer running in this entry.
+   *
+   * @param msg owned: handed on
+   */
+  private void handOn(ChannelHandlerContext ctx, Object msg) {
+    if (slicer == null) {
+      ctx.fireChannelRead(msg);
+    } else {
+      slicer.channelRead(ctx, msg);
+    }
+  }
+
+  /** Gives plaintext to {@code slicer} (called with this decoder's context) instead of firing it. */
+  void sliceFrames(Http2FrameSlicer slicer) {
+    this.slicer = slicer;
   }
 
   /**
@@ -270,10 +294,10 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter
     cipher.increment();
   }
 
-  /** @param out owned: fired when readable, else released */
-  private static void fireIfReadable(ChannelHandlerContext ctx, ByteBuf out) {
+  /** @param out owned: handed on when readable, else released */
+  private void fireIfReadable(ChannelHandlerContext ctx, ByteBuf out) {
     if (out.isReadable()) {
-      ctx.fireChannelRead(out);
+      handOn(ctx, out);
     } else {
       out.release();
     }
@@ -299,7 +323,11 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter
               AltsRecordException.Reason.TRUNCATED,
               "connection closed after " + received + " of " + expected));
     }
-    super.channelInactive(ctx);
+    if (slicer == null) {
+      ctx.fireChannelInactive();
+    } else {
+      slicer.channelInactive(ctx);
+    }
   }
 
   @Override
@@ -315,8 +343,14 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter
     if (reads != null) {
       reads.readTarget(null);
     }
-    releasePartial();
-    cipher.destroy();
+    try {
+      releasePartial();
+      cipher.destroy();
+    } finally {
+      if (slicer != null) {
+        slicer.handlerRemoved(ctx);
+      }
+    }
   }
 
   /**

@@ -105,10 +105,6 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
    * for both, as a connection keeps it for its life.
    */
   private final BatchHandle reads = new BatchHandle(SIZES.newHandle());
-  /** How many reads this handler asked the channel for: the test of single ownership. */
-  private long readsRequested;
-  /** How many read requests from handlers behind it it swallowed. */
-  private long readsSwallowed;
 
   /**
    * Creates a handler that holds reads while {@code budget} is exceeded and, if {@code
@@ -193,9 +189,7 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
 
   /** Swallows read requests from the handlers behind this one: reading is decided here. */
   @Override
-  public void read(ChannelHandlerContext ctx) {
-    readsSwallowed++;
-  }
+  public void read(ChannelHandlerContext ctx) {}
 
   private void resume() {
     if (readOwed) {
@@ -267,7 +261,6 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
       return;
     }
     readOwed = false;
-    readsRequested++;
     ctx.read();
   }
 
@@ -298,16 +291,6 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
   /** Sets (or, with null, clears) where reads go; call on the channel's event loop. */
   public void readTarget(ReadTarget target) {
     this.target = target;
-  }
-
-  /** How many reads this handler asked the channel for. */
-  long readsRequested() {
-    return readsRequested;
-  }
-
-  /** How many read requests from behind it this handler swallowed. */
-  long readsSwallowed() {
-    return readsSwallowed;
   }
 
   /** True while a read is held back. */

@@ -10,11 +10,21 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufUtil;
 import io.netty.channel.ChannelFuture;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.embedded.EmbeddedChannel;
 import io.pinless.alts.RecordChannels.Capture;
 import io.pinless.alts.RecordChannels.CloseRecorder;
+import io.pinless.http2.Http2FrameSlicer;
+import io.pinless.read.ReadBudget;
+import java.io.ByteArrayOutputStream;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.nio.channels.ClosedChannelException;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
 import org.junit.jupiter.api.Test;
@@ -113,6 +123,93 @@ class AltsRecordCodecTest {
     assertInstanceOf(ClosedChannelException.class, pending.cause());
     assertEquals(List.of(), drainOutboundList(client));
     client.finishAndReleaseAll();
+  }
+
+  /** Takes whole HTTP/2 frames, as grpc-netty's handler does behind the slicer. */
+  private static final class Frames extends ChannelInboundHandlerAdapter {
+    final ByteArrayOutputStream data = new ByteArrayOutputStream();
+    final List<Integer> types = new ArrayList<>();
+    int buffers;
+    boolean inactive;
+
+    /** @param msg owned: released here */
+    @Override
+    public void channelRead(ChannelHandlerContext ctx, Object msg) {
+      ByteBuf buf = (ByteBuf) msg;
+      try {
+        buffers++;
+        while (buf.isReadable()) {
+          assertTrue(buf.readableBytes() >= 9, "a whole frame header");
+          int length = buf.readUnsignedMedium();
+          int type = buf.readUnsignedByte();
+          buf.skipBytes(5);
+          assertTrue(buf.readableBytes() >= length, "a whole frame of " + length + " bytes");
+          types.add(type);
+          if (type == 0) {
+            data.writeBytes(ByteBufUtil.getBytes(buf, buf.readerIndex(), length));
+          }
+          buf.skipBytes(length);
+        }
+      } finally {
+        buf.release();
+      }
+    }
+
+    @Override
+    public void channelInactive(ChannelHandlerContext ctx) {
+      inactive = true;
+    }
+  }
+
+  /** An HTTP/2 frame: 9-byte header, then the payload. */
+  private static byte[] frame(int type, int streamId, byte[] payload) {
+    ByteBuffer b = ByteBuffer.allocate(9 + payload.length);
+    b.put((byte) (payload.length >>> 16)).put((byte) (payload.length >>> 8))
+        .put((byte) payload.length).put((byte) type).put((byte) 0).putInt(streamId).put(payload);
+    return b.array();
+  }
+
+  @Test
+  void slicesFramesInsideTheSameEntryAndReleasesWhatTheSlicerHoldsAtTheEnd() {
+    Frames frames = new Frames();
+    AltsRecordCodec codec = new AltsRecordCodec(ALTSRP_GCM_AES128_REKEY, KEY44, false, MAX);
+    ReadBudget budget = new ReadBudget(1 << 20);
+    Http2FrameSlicer slicer = new Http2FrameSlicer(false, 16384, budget, true);
+    EmbeddedChannel server = new EmbeddedChannel(codec, frames);
+    codec.sliceFrames(slicer);
+    assertEquals(List.of(), server.pipeline().names().stream()
+        .filter(n -> server.pipeline().get(n) instanceof Http2FrameSlicer).toList());
+
+    byte[] payload = random(3 * 16384, 7);
+    ByteArrayOutputStream stream = new ByteArrayOutputStream();
+    stream.writeBytes(frame(4, 0, new byte[0]));
+    for (int i = 0; i < 3; i++) {
+      stream.writeBytes(frame(0, 1, java.util.Arrays.copyOfRange(payload, i * 16384, (i + 1) * 16384)));
+    }
+    // A HEADERS frame of 100 bytes of which only 40 ever arrive.
+    stream.writeBytes(java.util.Arrays.copyOf(frame(1, 3, random(100, 8)), 9 + 40));
+    byte[] records = RecordChannels.encode(
+        ALTSRP_GCM_AES128_REKEY, KEY44, true, MAX, stream.toByteArray());
+    // One record per read, so DATA frames are cut by reads.
+    int reads = 0;
+    for (int at = 0; at < records.length; reads++) {
+      int frameBytes = 4 + ByteBuffer.wrap(records, at, 4).order(ByteOrder.LITTLE_ENDIAN).getInt();
+      server.writeInbound(direct(records, at, frameBytes));
+      at += frameBytes;
+    }
+
+    assertTrue(reads >= 4, "records cut the frames: " + reads);
+    assertArrayEquals(payload, frames.data.toByteArray(), "every DATA byte, in order, once");
+    assertEquals(4, frames.types.get(0), "the SETTINGS frame first");
+    assertFalse(frames.types.contains(1), "the cut HEADERS frame is held, not handed on");
+    assertEquals(payload.length + 9L * (frames.types.size() - 1), slicer.slicedDataBytes(),
+        "DATA is sliced from the plaintext buffers, never copied");
+    assertEquals(0, slicer.copiedDataBytes());
+    // The end of the stream reaches the slicer (which releases the held part; the leak detector
+    // would report it) and then the handler behind.
+    assertFalse(server.finishAndReleaseAll());
+    assertTrue(frames.inactive);
+    budget.releaseAll();
   }
 
   private static List<byte[]> drainOutboundList(EmbeddedChannel ch) {
