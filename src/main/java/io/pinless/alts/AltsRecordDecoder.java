@@ -76,8 +76,8 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter
    * i in bits 8i to 8i+7): a field, not an array, so a connection carries no array for it.
    */
   private long header;
-  /** How many bytes of {@link #header} are filled. */
-  private int headerBytes;
+  /** How many bytes of {@link #header} are filled, 0 to 7 (a byte keeps the object at 48 bytes). */
+  private byte headerBytes;
   /** A record partly received, header included, sized to the whole frame; only in BODY. */
   private ByteBuf partial;
   private State state = State.IDLE;
