@@ -180,6 +180,8 @@ final class NettyNegotiators {
     private final boolean server;
     private final AltsOptions alts;
     private ReadBudget budget;
+    /** The connection's read handler, which runs the ALTS record codec once there is one. */
+    private ReadOnReadyHandler reads;
 
     InstallHandler(
         ChannelHandler next, GrpcHttp2ConnectionHandler grpcHandler, boolean server,
@@ -193,9 +195,10 @@ final class NettyNegotiators {
     @Override
     protected void protocolNegotiationEventTriggered(ChannelHandlerContext ctx) {
       budget = new ReadBudget(Settings.readBudgetBytes());
-      ctx.pipeline().addFirst("pinless-read", new ReadOnReadyHandler(budget,
+      reads = new ReadOnReadyHandler(budget,
           Settings.holdWhileUnwritable(),
-          alts == null ? ReadOnReadyHandler.MAX_READ_BYTES : ReadOnReadyHandler.ALTS_READ_BYTES));
+          alts == null ? ReadOnReadyHandler.MAX_READ_BYTES : ReadOnReadyHandler.ALTS_READ_BYTES);
+      ctx.pipeline().addFirst("pinless-read", reads);
       INSTALLED.increment();
       if (alts == null) {
         // Plaintext: the slicer reads straight from the socket's buffers, with their headroom.
@@ -216,7 +219,9 @@ final class NettyNegotiators {
       }
       // The record decoder leaves the same headroom in its plaintext as the read handler does.
       // The slicer runs inside the record codec: one pipeline entry fewer per connection end.
-      AltsRecordCodec records = ctx.pipeline().get(AltsRecordCodec.class);
+      AltsRecordCodec records = reads.hosted() instanceof AltsRecordCodec
+          ? (AltsRecordCodec) reads.hosted()
+          : ctx.pipeline().get(AltsRecordCodec.class);
       if (records == null) {
         throw new IllegalStateException("the ALTS handshake ended without a record codec");
       }

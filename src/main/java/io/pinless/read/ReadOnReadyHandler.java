@@ -6,6 +6,7 @@ import io.netty.channel.AdaptiveRecvByteBufAllocator;
 import io.netty.channel.ChannelConfig;
 import io.netty.channel.ChannelDuplexHandler;
 import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelPromise;
 import io.netty.channel.RecvByteBufAllocator;
 import io.netty.util.UncheckedBooleanSupplier;
 import io.netty.util.concurrent.ScheduledFuture;
@@ -96,10 +97,12 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
   private ChannelHandlerContext ctx;
   /** A read is wanted but held back by writability or the budget. */
   private boolean readOwed;
+  /** A handler run inside this entry, behind the read policy ({@link #host}); null when none. */
+  private ChannelDuplexHandler inner;
   /** The scheduled {@link #sweepNow}; null when none. */
   private ScheduledFuture<?> sweepTimer;
   /** The sweep timer's next delay while buffers are tracked. */
-  private long sweepDelayMillis = SWEEP_MILLIS;
+  private int sweepDelayMillis = (int) SWEEP_MILLIS;
   /**
    * The read policy installed on the channel, which is also the sweep timer's task: one object
    * for both, as a connection keeps it for its life.
@@ -138,17 +141,83 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
     }
   }
 
-  @Override
-  public void handlerRemoved(ChannelHandlerContext ctx) {
-    budget.releaseAll();
-    cancelSweep();
+  /**
+   * Runs {@code inner} inside this entry, right behind the read policy, as if it were the next
+   * handler of the pipeline but without a pipeline entry (a handler context, 64 bytes per
+   * connection end) of its own. It gets {@code handlerAdded} at once, then {@code channelRead},
+   * {@code channelInactive}, {@code write}, {@code flush}, {@code close} and {@code
+   * handlerRemoved}, each with this entry's context; every other event passes it by. So it must
+   * need no other callback: {@link io.pinless.alts.AltsRecordCodec} is such a handler, and
+   * pinless's ALTS credentials run it here once the handshake is done. Call at most once, on the
+   * channel's event loop, after this handler was added.
+   */
+  public void host(ChannelDuplexHandler inner) throws Exception {
+    if (this.inner != null) {
+      throw new IllegalStateException("already hosts " + this.inner);
+    }
+    this.inner = inner;
+    inner.handlerAdded(ctx);
+  }
+
+  /** The handler run inside this entry ({@link #host}), or null. */
+  public ChannelDuplexHandler hosted() {
+    return inner;
   }
 
   @Override
-  public void channelInactive(ChannelHandlerContext ctx) {
-    ctx.fireChannelInactive();
-    budget.releaseAll();
-    cancelSweep();
+  public void handlerRemoved(ChannelHandlerContext ctx) throws Exception {
+    try {
+      if (inner != null) {
+        inner.handlerRemoved(ctx);
+      }
+    } finally {
+      budget.releaseAll();
+      cancelSweep();
+    }
+  }
+
+  /** @param msg owned: handed to the hosted handler, else fired on */
+  @Override
+  public void channelRead(ChannelHandlerContext ctx, Object msg) throws Exception {
+    if (inner == null) {
+      ctx.fireChannelRead(msg);
+    } else {
+      inner.channelRead(ctx, msg);
+    }
+  }
+
+  /** @param msg owned: handed to the hosted handler, else written on */
+  @Override
+  public void write(ChannelHandlerContext ctx, Object msg, ChannelPromise promise)
+      throws Exception {
+    if (inner == null) {
+      ctx.write(msg, promise);
+    } else {
+      inner.write(ctx, msg, promise);
+    }
+  }
+
+  @Override
+  public void close(ChannelHandlerContext ctx, ChannelPromise promise) throws Exception {
+    if (inner == null) {
+      ctx.close(promise);
+    } else {
+      inner.close(ctx, promise);
+    }
+  }
+
+  @Override
+  public void channelInactive(ChannelHandlerContext ctx) throws Exception {
+    try {
+      if (inner == null) {
+        ctx.fireChannelInactive();
+      } else {
+        inner.channelInactive(ctx);
+      }
+    } finally {
+      budget.releaseAll();
+      cancelSweep();
+    }
   }
 
   private void cancelSweep() {
@@ -159,8 +228,12 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
   }
 
   @Override
-  public void flush(ChannelHandlerContext ctx) {
-    ctx.flush();
+  public void flush(ChannelHandlerContext ctx) throws Exception {
+    if (inner == null) {
+      ctx.flush();
+    } else {
+      inner.flush(ctx);
+    }
     if (readOwed) {
       budget.sweep();
       readIfReady();
@@ -205,7 +278,8 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
     sweepTimer = null;
     // A held read is checked often; otherwise the timer backs off, and starts short again once
     // nothing is tracked.
-    sweepDelayMillis = readOwed ? SWEEP_MILLIS : Math.min(sweepDelayMillis * 2, MAX_SWEEP_MILLIS);
+    sweepDelayMillis =
+        (int) (readOwed ? SWEEP_MILLIS : Math.min(sweepDelayMillis * 2L, MAX_SWEEP_MILLIS));
     budget.sweep();
     resume();
     if (!readOwed) {
@@ -222,7 +296,7 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
    */
   private void sweepLater() {
     if (budget.trackedBuffers() == 0) {
-      sweepDelayMillis = SWEEP_MILLIS;
+      sweepDelayMillis = (int) SWEEP_MILLIS;
     }
     long delay;
     if (readOwed) {

@@ -268,4 +268,80 @@ class ReadOnReadyHandlerTest {
     assertEquals(3, s.counter.reads);
     s.ch.finishAndReleaseAll();
   }
+
+  /** Records what it is called with, and passes everything on. */
+  private static final class Hosted extends io.netty.channel.ChannelDuplexHandler {
+    final java.util.List<String> calls = new java.util.ArrayList<>();
+    ChannelHandlerContext addedWith;
+
+    @Override
+    public void handlerAdded(ChannelHandlerContext ctx) {
+      calls.add("added");
+      addedWith = ctx;
+    }
+
+    @Override
+    public void handlerRemoved(ChannelHandlerContext ctx) {
+      calls.add("removed");
+    }
+
+    /** @param msg owned: fired on */
+    @Override
+    public void channelRead(ChannelHandlerContext ctx, Object msg) {
+      calls.add("read");
+      ctx.fireChannelRead(msg);
+    }
+
+    @Override
+    public void channelInactive(ChannelHandlerContext ctx) {
+      calls.add("inactive");
+      ctx.fireChannelInactive();
+    }
+
+    /** @param msg owned: written on */
+    @Override
+    public void write(ChannelHandlerContext ctx, Object msg, io.netty.channel.ChannelPromise promise) {
+      calls.add("write");
+      ctx.write(msg, promise);
+    }
+
+    @Override
+    public void flush(ChannelHandlerContext ctx) {
+      calls.add("flush");
+      ctx.flush();
+    }
+
+    @Override
+    public void close(ChannelHandlerContext ctx, io.netty.channel.ChannelPromise promise) {
+      calls.add("close");
+      ctx.close(promise);
+    }
+  }
+
+  @Test
+  void hostsAHandlerInsideItsOwnEntry() throws Exception {
+    Setup s = new Setup(false);
+    java.util.List<String> names = s.ch.pipeline().names();
+    Hosted hosted = new Hosted();
+    s.handler.host(hosted);
+    assertEquals(names, s.ch.pipeline().names(), "no pipeline entry of its own");
+    assertTrue(hosted.addedWith == s.ch.pipeline().context(s.handler), "runs with the entry's context");
+    assertTrue(s.handler.hosted() == hosted);
+    org.junit.jupiter.api.Assertions.assertThrows(
+        IllegalStateException.class, () -> s.handler.host(new Hosted()));
+
+    s.ch.writeInbound(Unpooled.wrappedBuffer(new byte[] {1, 2}));
+    ByteBuf in = s.ch.readInbound();
+    assertEquals(2, in.readableBytes(), "what it fires reaches the handlers behind");
+    in.release();
+    s.ch.writeOutbound(Unpooled.wrappedBuffer(new byte[] {3}));
+    ByteBuf out = s.ch.readOutbound();
+    assertEquals(1, out.readableBytes(), "what it writes reaches the channel");
+    out.release();
+    s.ch.pipeline().fireChannelReadComplete();
+    assertEquals(3, s.counter.reads, "reads are still decided here: one per batch");
+    assertFalse(s.ch.finish());
+    assertEquals(java.util.List.of("added", "read", "write", "flush", "close", "inactive", "removed"),
+        hosted.calls);
+  }
 }

@@ -23,6 +23,7 @@ import io.pinless.alts.handshake.proto.RpcProtocolVersions;
 import io.pinless.alts.handshake.proto.ServerHandshakeParameters;
 import io.pinless.alts.handshake.proto.StartClientHandshakeReq;
 import io.pinless.alts.handshake.proto.StartServerHandshakeReq;
+import io.pinless.read.ReadOnReadyHandler;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.ConcurrentHashMap;
@@ -337,20 +338,64 @@ public final class AltsHandshakeHandler extends ChannelInboundHandlerAdapter {
       return;
     }
     end();
+    AltsRecordCodec codec;
     try {
-      ctx.pipeline().addAfter(ctx.name(), "pinless-alts-records",
-          new AltsRecordCodec(protocol, key, client, frameSize));
+      codec = new AltsRecordCodec(protocol, key, client, frameSize);
     } finally {
       Arrays.fill(key, (byte) 0);
     }
-    ctx.fireUserEventTriggered(new AltsHandshakeResult(result, frameSize));
-    if (!records.isEmpty()) {
-      ByteBuf first = ctx.alloc().directBuffer(records.size());
-      first.writeBytes(records.asReadOnlyByteBuffer());
-      ctx.fireChannelRead(first);
-      ctx.fireChannelReadComplete();
+    // Right behind a read handler (as pinless's credentials install it), the codec runs inside
+    // the read handler's entry; elsewhere it gets an entry of its own behind this handler.
+    ReadOnReadyHandler reads = readHandlerJustBefore();
+    if (reads == null) {
+      ctx.pipeline().addAfter(ctx.name(), "pinless-alts-records", codec);
+    } else {
+      try {
+        reads.host(codec);
+      } catch (Exception e) {
+        // The handshake has ended (fail() would do nothing): fail the connection here.
+        ctx.fireExceptionCaught(Status.UNAVAILABLE
+            .withDescription("could not install the ALTS record codec").withCause(e)
+            .asRuntimeException());
+        ctx.close();
+        return;
+      }
     }
+    ctx.fireUserEventTriggered(new AltsHandshakeResult(result, frameSize));
+    ByteBuf first = null;
+    if (!records.isEmpty()) {
+      first = ctx.alloc().directBuffer(records.size());
+      first.writeBytes(records.asReadOnlyByteBuffer());
+    }
+    if (reads == null) {
+      if (first != null) {
+        ctx.fireChannelRead(first);
+        ctx.fireChannelReadComplete();
+      }
+      ctx.pipeline().remove(this);
+      return;
+    }
+    // The records that came behind the handshake enter at the read handler, whose codec opens
+    // them, once this handler is gone from behind it.
+    ChannelHandlerContext readsCtx = ctx.pipeline().context(reads);
     ctx.pipeline().remove(this);
+    if (first != null) {
+      try {
+        reads.channelRead(readsCtx, first);
+      } catch (Exception e) {
+        readsCtx.fireExceptionCaught(e);
+      }
+      readsCtx.fireChannelReadComplete();
+    }
+  }
+
+  /** The read handler right in front of this one, or null when there is none. */
+  private ReadOnReadyHandler readHandlerJustBefore() {
+    List<String> names = ctx.pipeline().names();
+    int at = names.indexOf(ctx.name());
+    return at > 0 && ctx.pipeline().get(names.get(at - 1)) instanceof ReadOnReadyHandler
+        ? (ReadOnReadyHandler) ctx.pipeline().get(names.get(at - 1))
+        : null;
   }
 
   private void fail(String reason) {
