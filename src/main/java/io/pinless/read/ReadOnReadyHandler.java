@@ -41,6 +41,9 @@ import java.util.concurrent.TimeUnit;
  * with {@code AUTO_READ} off Netty's own policy would stop every batch after one read, costing a
  * trip through the event loop's selector for each buffer.
  *
+ * <p>It can run one more handler inside its own pipeline entry ({@link #host}), which saves a
+ * handler context per connection end: pinless's ALTS connections run their record codec there.
+ *
  * <p>Memory: this handler holds no buffer.
  */
 public final class ReadOnReadyHandler extends ChannelDuplexHandler {

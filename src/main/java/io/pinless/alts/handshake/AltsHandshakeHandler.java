@@ -32,7 +32,8 @@ import java.util.concurrent.TimeUnit;
 /**
  * Runs the ALTS handshake of one connection through a handshaker service, without ever blocking
  * the event loop, then puts the record handlers in its place ({@link AltsRecordCodec}: the
- * record decoder and encoder as one pipeline entry).
+ * record decoder and encoder as one pipeline entry; when a {@link ReadOnReadyHandler} is right in
+ * front of this handler, inside that handler's entry, {@link ReadOnReadyHandler#host}).
  *
  * <p>The client sends {@code client_start} as soon as it is added to an active channel; the
  * server waits for the client's first bytes. The peer's bytes are given to the handshaker as they
