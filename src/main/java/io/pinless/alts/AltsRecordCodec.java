@@ -52,6 +52,11 @@ public final class AltsRecordCodec extends ChannelDuplexHandler {
     decoder.sliceFrames(slicer);
   }
 
+  /** The receiving direction's record counter, for benchmarks that replay records. */
+  AltsCounter receiveCounter() {
+    return decoder.counter();
+  }
+
   /**
    * Decrypts the records in {@code msg}, as {@link AltsRecordDecoder#channelRead}.
    *

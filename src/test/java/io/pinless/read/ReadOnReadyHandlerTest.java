@@ -16,19 +16,8 @@ import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
 class ReadOnReadyHandlerTest {
-  /** Counts the read requests that reach the channel (it sits at the head). */
+  /** Counts the read requests that pass it (at the head: that reach the channel). */
   private static final class ReadCounter extends ChannelOutboundHandlerAdapter {
-    int reads;
-
-    @Override
-    public void read(ChannelHandlerContext ctx) {
-      reads++;
-      ctx.read();
-    }
-  }
-
-  /** Counts the read requests made by the handlers behind the read handler. */
-  private static final class ReadRequests extends ChannelOutboundHandlerAdapter {
     int reads;
 
     @Override
@@ -49,7 +38,8 @@ class ReadOnReadyHandlerTest {
 
   private static final class Setup {
     final ReadCounter counter = new ReadCounter();
-    final ReadRequests asked = new ReadRequests();
+    /** The read requests made by the handlers behind the read handler. */
+    final ReadCounter asked = new ReadCounter();
     final ReadBudget budget = new ReadBudget(1000);
     final ReadOnReadyHandler handler;
     final EmbeddedChannel ch = new EmbeddedChannel();
