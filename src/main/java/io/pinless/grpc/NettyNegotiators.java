@@ -180,7 +180,7 @@ final class NettyNegotiators {
     private final boolean server;
     private final AltsOptions alts;
     private ReadBudget budget;
-    /** The connection's read handler, which runs the ALTS record codec once there is one. */
+    /** The connection's read handler, which runs the slicer (plaintext) or the record codec. */
     private ReadOnReadyHandler reads;
 
     InstallHandler(
@@ -201,8 +201,10 @@ final class NettyNegotiators {
       ctx.pipeline().addFirst("pinless-read", reads);
       INSTALLED.increment();
       if (alts == null) {
-        // Plaintext: the slicer reads straight from the socket's buffers, with their headroom.
-        installSlicer(ctx);
+        // Plaintext: the slicer reads straight from the socket's buffers, with their headroom,
+        // inside the read handler's entry.
+        reads.host(newSlicer());
+        grpcHandler.setCumulator(ByteToMessageDecoder.COMPOSITE_CUMULATOR);
         fireProtocolNegotiationEvent(ctx);
         return;
       }
@@ -235,11 +237,6 @@ final class NettyNegotiators {
               .build();
       replaceProtocolNegotiationEvent(InternalProtocolNegotiationEvent.withAttributes(event, attrs));
       fireProtocolNegotiationEvent(ctx);
-    }
-
-    private void installSlicer(ChannelHandlerContext ctx) {
-      ctx.pipeline().addBefore(ctx.name(), "pinless-http2-slicer", newSlicer());
-      grpcHandler.setCumulator(ByteToMessageDecoder.COMPOSITE_CUMULATOR);
     }
 
     /** A slicer of frames read with headroom (from the read handler or the record decoder). */

@@ -5,7 +5,11 @@ import io.netty.buffer.ByteBufAllocator;
 import io.netty.channel.AdaptiveRecvByteBufAllocator;
 import io.netty.channel.ChannelConfig;
 import io.netty.channel.ChannelDuplexHandler;
+import io.netty.channel.ChannelHandler;
 import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandler;
+import io.netty.channel.ChannelOutboundHandler;
+import io.netty.channel.ChannelPipelineException;
 import io.netty.channel.ChannelPromise;
 import io.netty.channel.RecvByteBufAllocator;
 import io.netty.util.UncheckedBooleanSupplier;
@@ -42,7 +46,8 @@ import java.util.concurrent.TimeUnit;
  * trip through the event loop's selector for each buffer.
  *
  * <p>It can run one more handler inside its own pipeline entry ({@link #host}), which saves a
- * handler context per connection end: pinless's ALTS connections run their record codec there.
+ * handler context per connection end: pinless's connections run their frame slicer there
+ * (plaintext) or their record codec (ALTS).
  *
  * <p>Memory: this handler holds no buffer.
  */
@@ -101,7 +106,7 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
   /** A read is wanted but held back by writability or the budget. */
   private boolean readOwed;
   /** A handler run inside this entry, behind the read policy ({@link #host}); null when none. */
-  private ChannelDuplexHandler inner;
+  private ChannelHandler inner;
   /** The scheduled {@link #sweepNow}; null when none. */
   private ScheduledFuture<?> sweepTimer;
   /** The sweep timer's next delay while buffers are tracked. */
@@ -147,23 +152,34 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
   /**
    * Runs {@code inner} inside this entry, right behind the read policy, as if it were the next
    * handler of the pipeline but without a pipeline entry (a handler context, 64 bytes per
-   * connection end) of its own. It gets {@code handlerAdded} at once, then {@code channelRead},
-   * {@code channelInactive}, {@code write}, {@code flush}, {@code close} and {@code
-   * handlerRemoved}, each with this entry's context; every other event passes it by. So it must
-   * need no other callback: {@link io.pinless.alts.AltsRecordCodec} is such a handler, and
-   * pinless's ALTS credentials run it here once the handshake is done. Call at most once, on the
-   * channel's event loop, after this handler was added.
+   * connection end) of its own. It gets {@code handlerAdded} at once and {@code handlerRemoved}
+   * with this entry; an inbound handler gets {@code channelRead} and {@code channelInactive}, an
+   * outbound one {@code write}, {@code flush} and {@code close}; each is called with this entry's
+   * context, and every other event passes it by. So it must need no other callback: {@link
+   * io.pinless.http2.Http2FrameSlicer} and {@link io.pinless.alts.AltsRecordCodec} are such
+   * handlers, and pinless's credentials run the slicer here on plaintext connections and the
+   * codec (with the slicer inside it) on ALTS ones. Call at most once, on the channel's event loop,
+   * after this handler was added.
+   *
+   * @throws ChannelPipelineException if {@code inner}'s {@code handlerAdded} throws (it is then
+   *     not hosted)
    */
-  public void host(ChannelDuplexHandler inner) throws Exception {
+  public void host(ChannelHandler inner) {
     if (this.inner != null) {
       throw new IllegalStateException("already hosts " + this.inner);
     }
     this.inner = inner;
-    inner.handlerAdded(ctx);
+    try {
+      inner.handlerAdded(ctx);
+    } catch (Exception e) {
+      this.inner = null;
+      throw new ChannelPipelineException(
+          inner.getClass().getName() + ".handlerAdded() has thrown an exception", e);
+    }
   }
 
   /** The handler run inside this entry ({@link #host}), or null. */
-  public ChannelDuplexHandler hosted() {
+  public ChannelHandler hosted() {
     return inner;
   }
 
@@ -182,10 +198,10 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
   /** @param msg owned: handed to the hosted handler, else fired on */
   @Override
   public void channelRead(ChannelHandlerContext ctx, Object msg) throws Exception {
-    if (inner == null) {
-      ctx.fireChannelRead(msg);
+    if (inner instanceof ChannelInboundHandler) {
+      ((ChannelInboundHandler) inner).channelRead(ctx, msg);
     } else {
-      inner.channelRead(ctx, msg);
+      ctx.fireChannelRead(msg);
     }
   }
 
@@ -193,29 +209,29 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
   @Override
   public void write(ChannelHandlerContext ctx, Object msg, ChannelPromise promise)
       throws Exception {
-    if (inner == null) {
-      ctx.write(msg, promise);
+    if (inner instanceof ChannelOutboundHandler) {
+      ((ChannelOutboundHandler) inner).write(ctx, msg, promise);
     } else {
-      inner.write(ctx, msg, promise);
+      ctx.write(msg, promise);
     }
   }
 
   @Override
   public void close(ChannelHandlerContext ctx, ChannelPromise promise) throws Exception {
-    if (inner == null) {
-      ctx.close(promise);
+    if (inner instanceof ChannelOutboundHandler) {
+      ((ChannelOutboundHandler) inner).close(ctx, promise);
     } else {
-      inner.close(ctx, promise);
+      ctx.close(promise);
     }
   }
 
   @Override
   public void channelInactive(ChannelHandlerContext ctx) throws Exception {
     try {
-      if (inner == null) {
-        ctx.fireChannelInactive();
+      if (inner instanceof ChannelInboundHandler) {
+        ((ChannelInboundHandler) inner).channelInactive(ctx);
       } else {
-        inner.channelInactive(ctx);
+        ctx.fireChannelInactive();
       }
     } finally {
       budget.releaseAll();
@@ -232,10 +248,10 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
 
   @Override
   public void flush(ChannelHandlerContext ctx) throws Exception {
-    if (inner == null) {
-      ctx.flush();
+    if (inner instanceof ChannelOutboundHandler) {
+      ((ChannelOutboundHandler) inner).flush(ctx);
     } else {
-      inner.flush(ctx);
+      ctx.flush();
     }
     if (readOwed) {
       budget.sweep();

@@ -334,4 +334,28 @@ class ReadOnReadyHandlerTest {
     assertEquals(java.util.List.of("added", "read", "write", "flush", "close", "inactive", "removed"),
         hosted.calls);
   }
+
+  @Test
+  void anInboundHandlerHostedSeesReadsAndWritesPassItBy() {
+    Setup s = new Setup(false);
+    java.util.List<Object> seen = new java.util.ArrayList<>();
+    s.handler.host(new ChannelInboundHandlerAdapter() {
+      /** @param msg owned: fired on */
+      @Override
+      public void channelRead(ChannelHandlerContext ctx, Object msg) {
+        seen.add(msg);
+        ctx.fireChannelRead(msg);
+      }
+    });
+    s.ch.writeInbound(Unpooled.wrappedBuffer(new byte[] {1}));
+    ByteBuf in = s.ch.readInbound();
+    assertEquals(1, seen.size(), "the hosted handler saw the read");
+    assertTrue(seen.get(0) == in, "and fired it on");
+    in.release();
+    s.ch.writeOutbound(Unpooled.wrappedBuffer(new byte[] {2, 3}));
+    ByteBuf out = s.ch.readOutbound();
+    assertEquals(2, out.readableBytes(), "a write passes an inbound handler by");
+    out.release();
+    assertFalse(s.ch.finish());
+  }
 }
