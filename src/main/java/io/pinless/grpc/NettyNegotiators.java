@@ -204,7 +204,6 @@ final class NettyNegotiators {
         // Plaintext: the slicer reads straight from the socket's buffers, with their headroom,
         // inside the read handler's entry.
         reads.host(newSlicer());
-        grpcHandler.setCumulator(ByteToMessageDecoder.COMPOSITE_CUMULATOR);
         fireProtocolNegotiationEvent(ctx);
         return;
       }
@@ -228,7 +227,6 @@ final class NettyNegotiators {
         throw new IllegalStateException("the ALTS handshake ended without a record codec");
       }
       records.sliceFrames(newSlicer());
-      grpcHandler.setCumulator(ByteToMessageDecoder.COMPOSITE_CUMULATOR);
       ProtocolNegotiationEvent event = getProtocolNegotiationEvent();
       Attributes attrs =
           InternalProtocolNegotiationEvent.getAttributes(event).toBuilder()
@@ -239,8 +237,12 @@ final class NettyNegotiators {
       fireProtocolNegotiationEvent(ctx);
     }
 
-    /** A slicer of frames read with headroom (from the read handler or the record decoder). */
+    /**
+     * A slicer of frames read with headroom (from the read handler or the record decoder); gRPC's
+     * handler, which then only ever gets whole frames, is set to use what it is given as it is.
+     */
     private Http2FrameSlicer newSlicer() {
+      grpcHandler.setCumulator(ByteToMessageDecoder.COMPOSITE_CUMULATOR);
       return new Http2FrameSlicer(server, Http2FrameSlicer.DEFAULT_MAX_FRAME_SIZE, budget, true);
     }
   }

@@ -8,6 +8,7 @@ import io.grpc.Status;
 import io.grpc.stub.ClientCalls;
 import io.grpc.stub.StreamObserver;
 import io.netty.buffer.ByteBuf;
+import io.netty.channel.ChannelHandler;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.util.concurrent.ScheduledFuture;
@@ -394,9 +395,8 @@ public final class AltsHandshakeHandler extends ChannelInboundHandlerAdapter {
   private ReadOnReadyHandler readHandlerJustBefore() {
     List<String> names = ctx.pipeline().names();
     int at = names.indexOf(ctx.name());
-    return at > 0 && ctx.pipeline().get(names.get(at - 1)) instanceof ReadOnReadyHandler
-        ? (ReadOnReadyHandler) ctx.pipeline().get(names.get(at - 1))
-        : null;
+    ChannelHandler before = at > 0 ? ctx.pipeline().get(names.get(at - 1)) : null;
+    return before instanceof ReadOnReadyHandler ? (ReadOnReadyHandler) before : null;
   }
 
   private void fail(String reason) {
