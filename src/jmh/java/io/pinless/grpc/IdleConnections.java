@@ -9,8 +9,14 @@ import io.pinless.alts.handshake.LocalHandshakerMain;
 import io.netty.buffer.PoolChunkListMetric;
 import io.netty.buffer.PoolChunkMetric;
 import io.netty.buffer.PooledByteBufAllocator;
+import java.lang.management.ManagementFactory;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import javax.management.ObjectName;
 import java.util.Locale;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
@@ -18,11 +24,16 @@ import java.util.concurrent.TimeUnit;
 /**
  * What an idle connection costs, pinless's plaintext and ALTS credentials against stock
  * grpc-netty's plaintext, in one run: N connections each make one call (a 1 KiB download) and are
- * left idle for 2 s; then the heap after collection and the pooled bytes still allocated are
- * divided by N.
+ * left idle for 2 s; then the live heap and the pooled bytes still allocated are divided by N.
+ * The connections open in two halves and the heap figure is the second half's (so what a
+ * transport sets up once, with its first connections, is not in it). The live heap is the total of the JVM's class histogram of live objects ({@code
+ * gcClassHistogram}, what {@code jmap -histo:live} prints, after a full collection), so a
+ * variant's figure is the bytes its connections' objects hold, not a reading of the heap's
+ * occupancy. With {@code --classes}, the classes that make pinless-alts's figure differ from
+ * stock's are listed per connection.
  *
  * <pre>
- *   mvn -Pjmh -DskipTests package &amp;&amp; java -cp target/benchmarks.jar io.pinless.grpc.IdleConnections [connections] [nio,epoll,io_uring_ring]
+ *   mvn -Pjmh -DskipTests package &amp;&amp; java -cp target/benchmarks.jar io.pinless.grpc.IdleConnections [connections] [nio,epoll,io_uring_ring] [--classes]
  * </pre>
  *
  * <p>Each variant gets its own pooled allocator, with thread caches off so that what the pool
@@ -38,9 +49,10 @@ public final class IdleConnections {
 
   /** Runs every transport given (default all) with both variants and prints a table. */
   public static void main(String[] args) throws Exception {
-    int connections = args.length > 0 ? Integer.parseInt(args[0]) : 1000;
-    String[] transports =
-        (args.length > 1 ? args[1] : "nio,epoll,io_uring_ring").split(",");
+    List<String> rest = new ArrayList<>(List.of(args));
+    boolean classes = rest.remove("--classes");
+    int connections = rest.size() > 0 ? Integer.parseInt(rest.get(0)) : 1000;
+    String[] transports = (rest.size() > 1 ? rest.get(1) : "nio,epoll,io_uring_ring").split(",");
     System.out.printf(Locale.ROOT, "%d idle connections, per connection (both ends):%n", connections);
     System.out.printf(Locale.ROOT, "%-14s %-12s %14s %22s %18s%n",
         "transport", "variant", "heap bytes", "pooled bytes pinned", "pooled buffers");
@@ -55,9 +67,16 @@ public final class IdleConnections {
       measure(BenchTransport.Kind.NIO, true, alts, Math.min(connections, 100));
       for (String transport : transports) {
         BenchTransport.Kind kind = BenchTransport.Kind.parse(transport);
-        print(transport, "pinless", measure(kind, true, null, connections), connections);
-        print(transport, "stock", measure(kind, false, null, connections), connections);
-        print(transport, "pinless-alts", measure(kind, true, alts, connections), connections);
+        Cost plain = measure(kind, true, null, connections);
+        print(transport, "pinless", plain, connections);
+        Cost stock = measure(kind, false, null, connections);
+        print(transport, "stock", stock, connections);
+        Cost secure = measure(kind, true, alts, connections);
+        print(transport, "pinless-alts", secure, connections);
+        if (classes) {
+          printClasses(transport + " pinless - stock", plain, stock, connections);
+          printClasses(transport + " pinless-alts - stock", secure, stock, connections);
+        }
       }
     } finally {
       for (io.grpc.Server h : handshakers) {
@@ -66,14 +85,43 @@ public final class IdleConnections {
     }
   }
 
-  private static void print(String transport, String variant, long[] cost, int connections) {
+  private static void print(String transport, String variant, Cost cost, int connections) {
     System.out.printf(Locale.ROOT, "%-14s %-12s %14d %22d %18.2f%n",
-        transport, variant, cost[0] / connections, cost[1] / connections,
-        (double) cost[2] / connections);
+        transport, variant, cost.heap / connections, cost.pooled / connections,
+        (double) cost.buffers / connections);
   }
 
-  /** @return heap bytes, pooled bytes and pooled buffers held by {@code connections} idle ones */
-  private static long[] measure(
+  /** Lists the classes whose live bytes per connection differ by at least 4 B between two runs. */
+  private static void printClasses(String title, Cost a, Cost b, int connections) {
+    System.out.printf(Locale.ROOT, "  %s, bytes per connection by class:%n", title);
+    Map<String, Long> diff = new HashMap<>();
+    a.byClass.forEach((k, v) -> diff.merge(k, v, Long::sum));
+    b.byClass.forEach((k, v) -> diff.merge(k, -v, Long::sum));
+    diff.entrySet().stream()
+        .filter(e -> Math.abs(e.getValue()) >= 4L * connections)
+        .sorted((x, y) -> Long.compare(Math.abs(y.getValue()), Math.abs(x.getValue())))
+        .forEach(e -> System.out.printf(
+            Locale.ROOT, "  %+8.1f  %s%n", (double) e.getValue() / connections, e.getKey()));
+  }
+
+  /** What some idle connections hold: live heap (in all and by class) and pooled memory. */
+  private static final class Cost {
+    long heap;
+    long pooled;
+    long buffers;
+    /** Live bytes by class name, after minus before. */
+    final Map<String, Long> byClass = new HashMap<>();
+  }
+
+  /**
+   * Opens {@code connections} in two halves, each connection making one call, and measures after
+   * each half has been idle for a while: the pooled memory held against none open, the heap by the
+   * second half alone (so that what the first connections of a transport set up once, such as
+   * thread caches and tables, is not charged to connections).
+   *
+   * @return what the connections hold (heap: per connection of the second half, times all)
+   */
+  private static Cost measure(
       BenchTransport.Kind kind, boolean pinless, String[] alts, int connections) throws Exception {
     // Direct, one arena each, no thread caches: numActiveBytes is what live buffers hold.
     PooledByteBufAllocator alloc =
@@ -81,50 +129,63 @@ public final class IdleConnections {
     List<ManagedChannel> channels = new ArrayList<>();
     try (BenchTransport loop =
         new BenchTransport(kind, pinless, alloc, BenchService.definition(), alts)) {
-      long heapBefore = heapAfterCollection();
       long pooledBefore = activeBytes(alloc);
       long buffersBefore = activeBuffers(alloc);
-      List<CompletableFuture<Void>> calls = new ArrayList<>();
-      byte[] request = BenchService.request(1, 1024);
-      for (int i = 0; i < connections; i++) {
-        ManagedChannel channel = loop.newChannel();
-        channels.add(channel);
-        CompletableFuture<Void> done = new CompletableFuture<>();
-        ClientCalls.asyncServerStreamingCall(
-            channel.newCall(BenchService.DOWNLOAD, CallOptions.DEFAULT), request,
-            new StreamObserver<Integer>() {
-              @Override
-              public void onNext(Integer value) {}
-
-              @Override
-              public void onError(Throwable t) {
-                done.completeExceptionally(t);
-              }
-
-              @Override
-              public void onCompleted() {
-                done.complete(null);
-              }
-            });
-        calls.add(done);
-      }
-      for (CompletableFuture<Void> call : calls) {
-        call.get(60, TimeUnit.SECONDS);
-      }
-      // Idle means idle for a while: as in pinless compare's idle phase, 2 s (a pinless connection
-      // gives back its read budget's table at most 1.28 s after its last read).
-      Thread.sleep(SETTLE_MILLIS);
-      long heap = heapAfterCollection() - heapBefore;
-      long pooled = activeBytes(alloc) - pooledBefore;
-      long buffers = activeBuffers(alloc) - buffersBefore;
+      int firstHalf = connections / 2;
+      openIdle(loop, channels, firstHalf);
+      Map<String, Long> heapBefore = liveHeapByClass();
+      openIdle(loop, channels, connections - firstHalf);
+      Cost cost = new Cost();
+      liveHeapByClass().forEach((k, v) -> cost.byClass.merge(k, v, Long::sum));
+      heapBefore.forEach((k, v) -> cost.byClass.merge(k, -v, Long::sum));
+      double scale = (double) connections / (connections - firstHalf);
+      cost.byClass.replaceAll((k, v) -> Math.round(v * scale));
+      cost.heap = cost.byClass.values().stream().mapToLong(Long::longValue).sum();
+      cost.pooled = activeBytes(alloc) - pooledBefore;
+      cost.buffers = activeBuffers(alloc) - buffersBefore;
       for (ManagedChannel channel : channels) {
         channel.shutdownNow();
       }
       for (ManagedChannel channel : channels) {
         channel.awaitTermination(10, TimeUnit.SECONDS);
       }
-      return new long[] {heap, pooled, buffers};
+      return cost;
     }
+  }
+
+  /** Opens {@code count} more channels, each makes one call, and leaves them idle for a while. */
+  private static void openIdle(BenchTransport loop, List<ManagedChannel> channels, int count)
+      throws Exception {
+    List<CompletableFuture<Void>> calls = new ArrayList<>();
+    byte[] request = BenchService.request(1, 1024);
+    for (int i = 0; i < count; i++) {
+      ManagedChannel channel = loop.newChannel();
+      channels.add(channel);
+      CompletableFuture<Void> done = new CompletableFuture<>();
+      ClientCalls.asyncServerStreamingCall(
+          channel.newCall(BenchService.DOWNLOAD, CallOptions.DEFAULT), request,
+          new StreamObserver<Integer>() {
+            @Override
+            public void onNext(Integer value) {}
+
+            @Override
+            public void onError(Throwable t) {
+              done.completeExceptionally(t);
+            }
+
+            @Override
+            public void onCompleted() {
+              done.complete(null);
+            }
+          });
+      calls.add(done);
+    }
+    for (CompletableFuture<Void> call : calls) {
+      call.get(60, TimeUnit.SECONDS);
+    }
+    // Idle means idle for a while: as in pinless compare's idle phase, 2 s (a pinless connection
+    // gives back its read budget's table at most 1.28 s after its last read).
+    Thread.sleep(SETTLE_MILLIS);
   }
 
   /** Bytes of the pool's chunks in use (page granularity), heap and direct arenas. */
@@ -160,13 +221,31 @@ public final class IdleConnections {
     return arena.numActiveHugeAllocations() * (8192L << 9);
   }
 
-  private static long heapAfterCollection() {
-    Runtime rt = Runtime.getRuntime();
-    long used = Long.MAX_VALUE;
-    for (int i = 0; i < 4; i++) {
-      System.gc();
-      used = Math.min(used, rt.totalMemory() - rt.freeMemory());
+  /** Matches a class histogram's row: rank, instances, bytes, class name. */
+  private static final Pattern HISTOGRAM_ROW =
+      Pattern.compile("^\\s*\\d+:\\s+\\d+\\s+(\\d+)\\s+(\\S+)", Pattern.MULTILINE);
+
+  /**
+   * Live heap bytes by class: the JVM's class histogram of live objects, taken in this process
+   * through the diagnostic command MBean (a full collection first, as {@code jmap -histo:live}).
+   */
+  private static Map<String, Long> liveHeapByClass() throws Exception {
+    String histogram =
+        (String)
+            ManagementFactory.getPlatformMBeanServer()
+                .invoke(
+                    new ObjectName("com.sun.management:type=DiagnosticCommand"),
+                    "gcClassHistogram",
+                    new Object[] {new String[0]},
+                    new String[] {String[].class.getName()});
+    Map<String, Long> bytes = new HashMap<>();
+    Matcher row = HISTOGRAM_ROW.matcher(histogram);
+    while (row.find()) {
+      bytes.merge(row.group(2), Long.parseLong(row.group(1)), Long::sum);
     }
-    return used;
+    if (bytes.isEmpty()) {
+      throw new IllegalStateException("no class histogram: " + histogram);
+    }
+    return bytes;
   }
 }

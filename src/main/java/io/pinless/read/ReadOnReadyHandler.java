@@ -2,7 +2,6 @@ package io.pinless.read;
 
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;
-import io.netty.channel.AdaptiveRecvByteBufAllocator;
 import io.netty.channel.ChannelConfig;
 import io.netty.channel.ChannelDuplexHandler;
 import io.netty.channel.ChannelHandler;
@@ -39,7 +38,9 @@ import java.util.concurrent.TimeUnit;
  * readable (NIO and epoll after readiness; io_uring with a provided-buffer ring, where the kernel
  * picks the buffer when data arrives), so a connection with nothing to read holds no read buffer.
  * Each read is sized by an adaptive policy between {@link #MIN_READ_BYTES} and the maximum
- * ({@link #MAX_READ_BYTES} unless given), starting at the maximum. A read batch (what one
+ * ({@link #MAX_READ_BYTES} unless given): reads start at the maximum, halve after two read
+ * batches in a row that each read at most half a buffer, and go back to the maximum as soon as a
+ * read fills its buffer. A read batch (what one
  * readiness event drains before {@code channelReadComplete}) goes on for up to
  * {@link #MAX_READS_PER_BATCH} reads while each read fills its buffer and neither hold applies:
  * with {@code AUTO_READ} off Netty's own policy would stop every batch after one read, costing a
@@ -92,10 +93,6 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
   /** 64 KiB: the largest read any handler may be given, the top of Netty's adaptive table. */
   private static final int LARGEST_READ_BYTES = 64 * 1024;
 
-  /** Stateless; each channel gets its own handle from it (clamped to the handler's maximum). */
-  private static final AdaptiveRecvByteBufAllocator SIZES =
-      new AdaptiveRecvByteBufAllocator(MIN_READ_BYTES, LARGEST_READ_BYTES, LARGEST_READ_BYTES);
-
   private final ReadBudget budget;
   /** The largest read asked for. */
   private final int maxReadBytes;
@@ -115,7 +112,7 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
    * The read policy installed on the channel, which is also the sweep timer's task: one object
    * for both, as a connection keeps it for its life.
    */
-  private final BatchHandle reads = new BatchHandle(SIZES.newHandle());
+  private final BatchHandle reads;
 
   /**
    * Creates a handler that holds reads while {@code budget} is exceeded and, if {@code
@@ -136,6 +133,7 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
     this.budget = budget;
     this.holdWhileUnwritable = holdWhileUnwritable;
     this.maxReadBytes = maxReadBytes;
+    this.reads = new BatchHandle();
   }
 
   @Override
@@ -392,17 +390,25 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
   }
 
   /**
-   * Netty's adaptive sizes, with batches that go on while reads fill their buffers, up to
-   * {@link #MAX_READS_PER_BATCH}, and stop as soon as a hold applies.
+   * The channel's read policy, this handler's own (not a wrapper of Netty's adaptive one, whose
+   * handle and calculator cost a connection 96 bytes): reads of {@link #size} bytes, which starts
+   * at the maximum, halves after two batches in a row that read at most half of it (down to
+   * {@link #MIN_READ_BYTES}) and goes back to the maximum as soon as a read fills its buffer;
+   * batches go on while reads fill their buffers, up to {@link #MAX_READS_PER_BATCH}, and stop as
+   * soon as a hold applies.
    */
-  private final class BatchHandle extends RecvByteBufAllocator.DelegatingHandle
+  private final class BatchHandle
       implements RecvByteBufAllocator.ExtendedHandle, RecvByteBufAllocator, Runnable {
-    /** Reads in the current batch. */
-    private int readsInBatch;
-
-    BatchHandle(RecvByteBufAllocator.Handle sizes) {
-      super(sizes);
-    }
+    /** The size of the next read. */
+    private int size = maxReadBytes;
+    /** What the transport tried to read into the last buffer. */
+    private int attemptedBytes;
+    /** What the last read got (negative at the end of stream). */
+    private int lastBytes;
+    /** Reads in the current batch (at most {@link #MAX_READS_PER_BATCH} before it stops). */
+    private byte readsInBatch;
+    /** The last batch read at most half of {@link #size}: one more such batch halves it. */
+    private boolean shrinkNext;
 
     /** The channel's one handle: this object (a channel asks once and keeps it). */
     @Override
@@ -419,7 +425,8 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
     @Override
     public void reset(ChannelConfig config) {
       readsInBatch = 0;
-      super.reset(config);
+      lastBytes = 0;
+      attemptedBytes = 0;
     }
 
     /**
@@ -440,36 +447,74 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
           return alloc.ioBuffer(Math.min(wanted, LARGEST_READ_BYTES));
         }
       }
-      ByteBuf buf = alloc.ioBuffer(guess());
+      ByteBuf buf = alloc.ioBuffer(size);
       return buf.writerIndex(HEADROOM_BYTES).readerIndex(HEADROOM_BYTES);
     }
 
-    /** Netty's adaptive size (its table goes from 32 KiB to 64 KiB), at most the maximum. */
     @Override
     public int guess() {
-      return Math.min(super.guess(), maxReadBytes);
+      return size;
     }
 
     @Override
     public void incMessagesRead(int reads) {
-      readsInBatch += reads;
-      super.incMessagesRead(reads);
+      readsInBatch = (byte) Math.min(readsInBatch + reads, MAX_READS_PER_BATCH);
+    }
+
+    @Override
+    public void lastBytesRead(int bytes) {
+      lastBytes = bytes;
+      if (bytes > 0 && bytes == attemptedBytes) {
+        size = maxReadBytes;
+        shrinkNext = false;
+      }
+    }
+
+    @Override
+    public int lastBytesRead() {
+      return lastBytes;
+    }
+
+    @Override
+    public void attemptedBytesRead(int bytes) {
+      attemptedBytes = bytes;
+    }
+
+    @Override
+    public int attemptedBytesRead() {
+      return attemptedBytes;
     }
 
     @Override
     public boolean continueReading() {
       return readsInBatch < MAX_READS_PER_BATCH
-          && lastBytesRead() > 0
-          && lastBytesRead() == attemptedBytesRead()
+          && lastBytes > 0
+          && lastBytes == attemptedBytes
           && mayRead();
     }
 
     @Override
     public boolean continueReading(UncheckedBooleanSupplier maybeMoreData) {
       return readsInBatch < MAX_READS_PER_BATCH
-          && lastBytesRead() > 0
+          && lastBytes > 0
           && maybeMoreData.get()
           && mayRead();
+    }
+
+    /**
+     * A batch that went on past its first read had full reads (the size is the maximum); one of a
+     * single read of at most half the size counts towards halving it.
+     */
+    @Override
+    public void readComplete() {
+      if (readsInBatch == 1 && lastBytes >= 0 && lastBytes <= size / 2) {
+        if (shrinkNext) {
+          size = Math.max(MIN_READ_BYTES, size / 2);
+        }
+        shrinkNext = !shrinkNext;
+      } else {
+        shrinkNext = false;
+      }
     }
   }
 }

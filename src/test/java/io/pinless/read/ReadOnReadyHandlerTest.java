@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
+import io.netty.channel.ChannelConfig;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelOutboundHandlerAdapter;
@@ -86,6 +87,38 @@ class ReadOnReadyHandlerTest {
     handle.attemptedBytesRead(asked);
     handle.lastBytesRead(got);
     handle.incMessagesRead(1);
+  }
+
+  /** One batch of one read: {@code got} of what the handle offers. */
+  private static void batch(RecvByteBufAllocator.Handle handle, int got, ChannelConfig config) {
+    handle.reset(config);
+    read(handle, handle.guess() - ReadOnReadyHandler.HEADROOM_BYTES, got);
+    handle.readComplete();
+  }
+
+  @Test
+  void readsHalveAfterTwoShortBatchesAndGrowBackOnAFullRead() {
+    Setup s = new Setup(false);
+    ChannelConfig config = s.ch.config();
+    RecvByteBufAllocator.Handle handle = config.getRecvByteBufAllocator().newHandle();
+    int max = ReadOnReadyHandler.MAX_READ_BYTES;
+    batch(handle, 100, config);
+    assertEquals(max, handle.guess(), "one short batch is not a trickle yet");
+    batch(handle, max / 2 + 1, config);
+    assertEquals(max, handle.guess(), "a batch of more than half a buffer breaks the run");
+    batch(handle, 100, config);
+    batch(handle, 100, config);
+    assertEquals(max / 2, handle.guess(), "two short batches in a row halve the reads");
+    batch(handle, 100, config);
+    batch(handle, 100, config);
+    assertEquals(max / 4, handle.guess());
+    for (int i = 0; i < 40; i++) {
+      batch(handle, 1, config);
+    }
+    assertEquals(ReadOnReadyHandler.MIN_READ_BYTES, handle.guess(), "never below the minimum");
+    batch(handle, handle.guess() - ReadOnReadyHandler.HEADROOM_BYTES, config);
+    assertEquals(max, handle.guess(), "a full read goes back to the maximum at once");
+    s.ch.finishAndReleaseAll();
   }
 
   @Test
