@@ -9,9 +9,10 @@ import io.pinless.http2.Http2FrameSlicer;
  * An {@link AltsRecordDecoder} and an {@link AltsRecordEncoder} as one pipeline entry: ciphertext
  * in, plaintext out, as the decoder; plaintext writes in, frames out, as the encoder; with their
  * errors, ownership and memory. One entry instead of two saves a handler context (64 bytes) per
- * connection end for the connection's life, which counts when thousands sit idle; pinless's ALTS
- * credentials install this, with the connection's {@link Http2FrameSlicer} running inside it
- * ({@link #sliceFrames}), so an ALTS connection end has one pipeline entry for records and frames.
+ * connection end for the connection's life, which counts when thousands sit idle. (pinless's ALTS
+ * credentials go one step further: they run the decoder, with the connection's {@link
+ * Http2FrameSlicer} inside it, and the encoder inside the connection's {@link
+ * io.pinless.read.ReadOnReadyHandler} entry, without this object.)
  */
 public final class AltsRecordCodec extends ChannelDuplexHandler {
   private final AltsRecordDecoder decoder;
@@ -39,14 +40,8 @@ public final class AltsRecordCodec extends ChannelDuplexHandler {
   }
 
   /**
-   * Runs {@code slicer} inside this entry, behind the decoder: the plaintext (and any other
-   * message the decoder passes on) goes to the slicer's {@code channelRead}, the end of the
-   * stream to its {@code channelInactive} and this entry's removal to its {@code handlerRemoved},
-   * each called with this entry's context, so what the slicer hands on reaches the handler after
-   * this entry. The slicer must not also be in a pipeline, and must be built with read headroom
-   * ({@link AltsRecordDecoder#HEADROOM_BYTES} is the room it needs). Saves the slicer's own
-   * pipeline entry, a handler context (64 bytes) per connection end. Call on the channel's event
-   * loop before any record arrives.
+   * Runs {@code slicer} inside this entry, behind the decoder, as {@link
+   * AltsRecordDecoder#sliceFrames} does in the decoder's entry.
    */
   public void sliceFrames(Http2FrameSlicer slicer) {
     decoder.sliceFrames(slicer);

@@ -83,10 +83,7 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter
   private State state = State.IDLE;
   /** The connection's read handler, when there is one ahead of this decoder. */
   private ReadOnReadyHandler reads;
-  /**
-   * Where plaintext goes when this decoder runs inside an {@link AltsRecordCodec} that slices
-   * frames ({@link AltsRecordCodec#sliceFrames}); null to fire it to the next handler.
-   */
+  /** Where plaintext goes when frames are sliced in this entry ({@link #sliceFrames}), or null. */
   private Http2FrameSlicer slicer;
 
   /**
@@ -151,8 +148,17 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter
     }
   }
 
-  /** Gives plaintext to {@code slicer} (called with this decoder's context) instead of firing it. */
-  void sliceFrames(Http2FrameSlicer slicer) {
+  /**
+   * Runs {@code slicer} inside this decoder's entry: the plaintext (and any other message the
+   * decoder passes on) goes to the slicer's {@code channelRead}, the end of the stream to its
+   * {@code channelInactive} and the decoder's removal to its {@code handlerRemoved}, each called
+   * with the decoder's context, so what the slicer hands on reaches the handler after the
+   * decoder's entry. The slicer must not also be in a pipeline, and must be built with read
+   * headroom ({@link #HEADROOM_BYTES} is the room it needs). Saves the slicer's own pipeline entry,
+   * a handler context (64 bytes) per connection end. Call on the channel's event loop before any
+   * record arrives.
+   */
+  public void sliceFrames(Http2FrameSlicer slicer) {
     this.slicer = slicer;
   }
 

@@ -19,6 +19,7 @@ import io.netty.handler.codec.ByteToMessageDecoder;
 import io.netty.util.AsciiString;
 import io.pinless.Settings;
 import io.pinless.alts.AltsRecordCodec;
+import io.pinless.alts.AltsRecordDecoder;
 import io.pinless.alts.handshake.AltsHandshakeHandler;
 import io.pinless.alts.handshake.AltsHandshakeResult;
 import io.pinless.http2.Http2FrameSlicer;
@@ -219,14 +220,17 @@ final class NettyNegotiators {
         return;
       }
       // The record decoder leaves the same headroom in its plaintext as the read handler does.
-      // The slicer runs inside the record codec: one pipeline entry fewer per connection end.
-      AltsRecordCodec records = reads.hosted() instanceof AltsRecordCodec
-          ? (AltsRecordCodec) reads.hosted()
-          : ctx.pipeline().get(AltsRecordCodec.class);
-      if (records == null) {
-        throw new IllegalStateException("the ALTS handshake ended without a record codec");
+      // The slicer runs inside the decoder (hosted by the read handler, or in a record codec's
+      // entry): no pipeline entry of its own.
+      if (reads.hosted() instanceof AltsRecordDecoder) {
+        ((AltsRecordDecoder) reads.hosted()).sliceFrames(newSlicer());
+      } else {
+        AltsRecordCodec records = ctx.pipeline().get(AltsRecordCodec.class);
+        if (records == null) {
+          throw new IllegalStateException("the ALTS handshake ended without a record decoder");
+        }
+        records.sliceFrames(newSlicer());
       }
-      records.sliceFrames(newSlicer());
       ProtocolNegotiationEvent event = getProtocolNegotiationEvent();
       Attributes attrs =
           InternalProtocolNegotiationEvent.getAttributes(event).toBuilder()

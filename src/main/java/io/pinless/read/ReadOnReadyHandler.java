@@ -90,7 +90,10 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
   /** The longest the sweep timer waits: it doubles each time from {@link #SWEEP_MILLIS}. */
   public static final long MAX_SWEEP_MILLIS = 1280;
 
-  /** 64 KiB: the largest read any handler may be given, the top of Netty's adaptive table. */
+  /** How many times the sweep delay doubles: 10 ms to {@link #MAX_SWEEP_MILLIS}. */
+  private static final int MAX_SWEEP_BACKOFF = 7;
+
+  /** 64 KiB: the largest read any handler may be given, as in Netty's adaptive reads. */
   private static final int LARGEST_READ_BYTES = 64 * 1024;
 
   private final ReadBudget budget;
@@ -102,12 +105,17 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
   private ChannelHandlerContext ctx;
   /** A read is wanted but held back by writability or the budget. */
   private boolean readOwed;
-  /** A handler run inside this entry, behind the read policy ({@link #host}); null when none. */
-  private ChannelHandler inner;
+  /** The inbound handler run inside this entry, behind the read policy ({@link #host}), or null. */
+  private ChannelInboundHandler inbound;
+  /** The outbound handler run inside this entry ({@link #host}), or null. */
+  private ChannelOutboundHandler outbound;
   /** The scheduled {@link #sweepNow}; null when none. */
   private ScheduledFuture<?> sweepTimer;
-  /** The sweep timer's next delay while buffers are tracked. */
-  private int sweepDelayMillis = (int) SWEEP_MILLIS;
+  /**
+   * The sweep timer's next delay while buffers are tracked, {@link #SWEEP_MILLIS} doubled this
+   * many times (a byte: the handler is kept at 48 bytes).
+   */
+  private byte sweepBackoff;
   /**
    * The read policy installed on the channel, which is also the sweep timer's task: one object
    * for both, as a connection keeps it for its life.
@@ -148,44 +156,84 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
   }
 
   /**
-   * Runs {@code inner} inside this entry, right behind the read policy, as if it were the next
+   * Runs {@code handler} inside this entry, right behind the read policy, as if it were the next
    * handler of the pipeline but without a pipeline entry (a handler context, 64 bytes per
    * connection end) of its own. It gets {@code handlerAdded} at once and {@code handlerRemoved}
    * with this entry; an inbound handler gets {@code channelRead} and {@code channelInactive}, an
    * outbound one {@code write}, {@code flush} and {@code close}; each is called with this entry's
    * context, and every other event passes it by. So it must need no other callback: {@link
-   * io.pinless.http2.Http2FrameSlicer} and {@link io.pinless.alts.AltsRecordCodec} are such
-   * handlers, and pinless's credentials run the slicer here on plaintext connections and the
-   * codec (with the slicer inside it) on ALTS ones. Call at most once, on the channel's event loop,
-   * after this handler was added.
+   * io.pinless.http2.Http2FrameSlicer} is such a handler, and pinless's credentials run it here on
+   * plaintext connections. Call at most once (or {@link #host(ChannelInboundHandler,
+   * ChannelOutboundHandler)} once), on the channel's event loop, after this handler was added.
    *
-   * @throws ChannelPipelineException if {@code inner}'s {@code handlerAdded} throws (it is then
+   * @throws ChannelPipelineException if {@code handler}'s {@code handlerAdded} throws (it is then
    *     not hosted)
    */
-  public void host(ChannelHandler inner) {
-    if (this.inner != null) {
-      throw new IllegalStateException("already hosts " + this.inner);
-    }
-    this.inner = inner;
-    try {
-      inner.handlerAdded(ctx);
-    } catch (Exception e) {
-      this.inner = null;
-      throw new ChannelPipelineException(
-          inner.getClass().getName() + ".handlerAdded() has thrown an exception", e);
-    }
+  public void host(ChannelHandler handler) {
+    host(
+        handler instanceof ChannelInboundHandler ? (ChannelInboundHandler) handler : null,
+        handler instanceof ChannelOutboundHandler ? (ChannelOutboundHandler) handler : null);
   }
 
-  /** The handler run inside this entry ({@link #host}), or null. */
+  /**
+   * Runs two handlers inside this entry, as {@link #host(ChannelHandler)} runs one: {@code
+   * inbound} gets the inbound events listed there and {@code outbound} the outbound ones; {@code
+   * handlerAdded} goes to the inbound one first, {@code handlerRemoved} to the outbound one first.
+   * pinless's ALTS credentials run a connection end's {@link io.pinless.alts.AltsRecordDecoder}
+   * (with the frame slicer inside it) and {@link io.pinless.alts.AltsRecordEncoder} here, without
+   * the {@link io.pinless.alts.AltsRecordCodec} object that pairs them elsewhere. Either may be
+   * null, not both; they may be the same object (it is then added and removed once).
+   *
+   * @throws ChannelPipelineException if a {@code handlerAdded} throws (neither is then hosted,
+   *     and an inbound one already added has had {@code handlerRemoved})
+   */
+  public void host(ChannelInboundHandler inbound, ChannelOutboundHandler outbound) {
+    if (this.inbound != null || this.outbound != null) {
+      throw new IllegalStateException("already hosts " + hosted());
+    }
+    if (inbound == null && outbound == null) {
+      throw new IllegalArgumentException("nothing to host");
+    }
+    ChannelHandler adding = inbound;
+    try {
+      if (inbound != null) {
+        inbound.handlerAdded(ctx);
+      }
+      if (outbound != null && outbound != inbound) {
+        adding = outbound;
+        outbound.handlerAdded(ctx);
+      }
+    } catch (Exception e) {
+      if (adding != inbound && inbound != null) {
+        try {
+          inbound.handlerRemoved(ctx);
+        } catch (Exception suppressed) {
+          e.addSuppressed(suppressed);
+        }
+      }
+      throw new ChannelPipelineException(
+          adding.getClass().getName() + ".handlerAdded() has thrown an exception", e);
+    }
+    this.inbound = inbound;
+    this.outbound = outbound;
+  }
+
+  /** The inbound handler run inside this entry ({@link #host}), else the outbound one, or null. */
   public ChannelHandler hosted() {
-    return inner;
+    return inbound != null ? inbound : outbound;
   }
 
   @Override
   public void handlerRemoved(ChannelHandlerContext ctx) throws Exception {
     try {
-      if (inner != null) {
-        inner.handlerRemoved(ctx);
+      try {
+        if (outbound != null && outbound != inbound) {
+          outbound.handlerRemoved(ctx);
+        }
+      } finally {
+        if (inbound != null) {
+          inbound.handlerRemoved(ctx);
+        }
       }
     } finally {
       budget.releaseAll();
@@ -196,8 +244,8 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
   /** @param msg owned: handed to the hosted handler, else fired on */
   @Override
   public void channelRead(ChannelHandlerContext ctx, Object msg) throws Exception {
-    if (inner instanceof ChannelInboundHandler) {
-      ((ChannelInboundHandler) inner).channelRead(ctx, msg);
+    if (inbound != null) {
+      inbound.channelRead(ctx, msg);
     } else {
       ctx.fireChannelRead(msg);
     }
@@ -207,8 +255,8 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
   @Override
   public void write(ChannelHandlerContext ctx, Object msg, ChannelPromise promise)
       throws Exception {
-    if (inner instanceof ChannelOutboundHandler) {
-      ((ChannelOutboundHandler) inner).write(ctx, msg, promise);
+    if (outbound != null) {
+      outbound.write(ctx, msg, promise);
     } else {
       ctx.write(msg, promise);
     }
@@ -216,8 +264,8 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
 
   @Override
   public void close(ChannelHandlerContext ctx, ChannelPromise promise) throws Exception {
-    if (inner instanceof ChannelOutboundHandler) {
-      ((ChannelOutboundHandler) inner).close(ctx, promise);
+    if (outbound != null) {
+      outbound.close(ctx, promise);
     } else {
       ctx.close(promise);
     }
@@ -226,8 +274,8 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
   @Override
   public void channelInactive(ChannelHandlerContext ctx) throws Exception {
     try {
-      if (inner instanceof ChannelInboundHandler) {
-        ((ChannelInboundHandler) inner).channelInactive(ctx);
+      if (inbound != null) {
+        inbound.channelInactive(ctx);
       } else {
         ctx.fireChannelInactive();
       }
@@ -246,8 +294,8 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
 
   @Override
   public void flush(ChannelHandlerContext ctx) throws Exception {
-    if (inner instanceof ChannelOutboundHandler) {
-      ((ChannelOutboundHandler) inner).flush(ctx);
+    if (outbound != null) {
+      outbound.flush(ctx);
     } else {
       ctx.flush();
     }
@@ -295,8 +343,7 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
     sweepTimer = null;
     // A held read is checked often; otherwise the timer backs off, and starts short again once
     // nothing is tracked.
-    sweepDelayMillis =
-        (int) (readOwed ? SWEEP_MILLIS : Math.min(sweepDelayMillis * 2L, MAX_SWEEP_MILLIS));
+    sweepBackoff = readOwed ? 0 : (byte) Math.min(sweepBackoff + 1, MAX_SWEEP_BACKOFF);
     budget.sweep();
     resume();
     if (!readOwed) {
@@ -313,13 +360,13 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
    */
   private void sweepLater() {
     if (budget.trackedBuffers() == 0) {
-      sweepDelayMillis = (int) SWEEP_MILLIS;
+      sweepBackoff = 0;
     }
     long delay;
     if (readOwed) {
       delay = SWEEP_MILLIS;
     } else if (budget.trackedBuffers() > 0) {
-      delay = sweepDelayMillis;
+      delay = SWEEP_MILLIS << sweepBackoff;
     } else if (budget.hasTable()) {
       delay = MAX_SWEEP_MILLIS;
     } else {

@@ -294,49 +294,67 @@ class ReadOnReadyHandlerTest {
 
   /** Records what it is called with, and passes everything on. */
   private static final class Hosted extends io.netty.channel.ChannelDuplexHandler {
-    final java.util.List<String> calls = new java.util.ArrayList<>();
+    final java.util.List<String> calls;
     ChannelHandlerContext addedWith;
+    /** Whether {@code handlerAdded} throws. */
+    boolean refuse;
+
+    /** What each logged call starts with. */
+    private final String prefix;
+
+    Hosted() {
+      this(new java.util.ArrayList<>(), "");
+    }
+
+    /** Logs its calls to {@code calls}, which another may share, each after {@code prefix}. */
+    Hosted(java.util.List<String> calls, String prefix) {
+      this.calls = calls;
+      this.prefix = prefix;
+    }
 
     @Override
     public void handlerAdded(ChannelHandlerContext ctx) {
-      calls.add("added");
+      calls.add(prefix + "added");
       addedWith = ctx;
+      if (refuse) {
+        throw new IllegalStateException("refused");
+      }
     }
 
     @Override
     public void handlerRemoved(ChannelHandlerContext ctx) {
-      calls.add("removed");
+      calls.add(prefix + "removed");
     }
 
     /** @param msg owned: fired on */
     @Override
     public void channelRead(ChannelHandlerContext ctx, Object msg) {
-      calls.add("read");
+      calls.add(prefix + "read");
       ctx.fireChannelRead(msg);
     }
 
     @Override
     public void channelInactive(ChannelHandlerContext ctx) {
-      calls.add("inactive");
+      calls.add(prefix + "inactive");
       ctx.fireChannelInactive();
     }
 
     /** @param msg owned: written on */
     @Override
     public void write(ChannelHandlerContext ctx, Object msg, io.netty.channel.ChannelPromise promise) {
-      calls.add("write");
+      calls.add(prefix + "write");
       ctx.write(msg, promise);
     }
 
     @Override
     public void flush(ChannelHandlerContext ctx) {
-      calls.add("flush");
+      calls.add(prefix + "flush");
       ctx.flush();
     }
 
     @Override
     public void close(ChannelHandlerContext ctx, io.netty.channel.ChannelPromise promise) {
-      calls.add("close");
+      calls.add(prefix + "close");
       ctx.close(promise);
     }
   }
@@ -366,6 +384,51 @@ class ReadOnReadyHandlerTest {
     assertFalse(s.ch.finish());
     assertEquals(java.util.List.of("added", "read", "write", "flush", "close", "inactive", "removed"),
         hosted.calls);
+  }
+
+  @Test
+  void hostsAnInboundAndAnOutboundHandlerEachWithItsOwnEvents() throws Exception {
+    Setup s = new Setup(false);
+    java.util.List<String> calls = new java.util.ArrayList<>();
+    Hosted inbound = new Hosted(calls, "in ");
+    Hosted outbound = new Hosted(calls, "out ");
+    java.util.List<String> names = s.ch.pipeline().names();
+    s.handler.host(inbound, outbound);
+    assertEquals(names, s.ch.pipeline().names(), "no pipeline entries of their own");
+    assertTrue(outbound.addedWith == s.ch.pipeline().context(s.handler));
+    assertTrue(s.handler.hosted() == inbound, "the inbound one is the one hosted()");
+    s.ch.writeInbound(Unpooled.wrappedBuffer(new byte[] {1, 2}));
+    ByteBuf in = s.ch.readInbound();
+    in.release();
+    s.ch.writeOutbound(Unpooled.wrappedBuffer(new byte[] {3}));
+    ByteBuf out = s.ch.readOutbound();
+    out.release();
+    assertFalse(s.ch.finish());
+    assertEquals(java.util.List.of("in added", "out added",
+        "in read", "out write", "out flush", "out close", "in inactive", "out removed", "in removed"),
+        calls, "the inbound one reads, the outbound one writes; added in, removed out first");
+  }
+
+  @Test
+  void aPairWhoseOutboundHalfRefusesIsNotHosted() {
+    Setup s = new Setup(false);
+    Hosted inbound = new Hosted();
+    Hosted outbound = new Hosted();
+    outbound.refuse = true;
+    io.netty.channel.ChannelPipelineException e = org.junit.jupiter.api.Assertions.assertThrows(
+        io.netty.channel.ChannelPipelineException.class, () -> s.handler.host(inbound, outbound));
+    assertTrue(e.getMessage().contains("handlerAdded"), e.getMessage());
+    assertEquals(java.util.List.of("added", "removed"), inbound.calls,
+        "the inbound half, already added, is removed again");
+    assertTrue(s.handler.hosted() == null, "nothing is hosted");
+    s.ch.writeInbound(Unpooled.wrappedBuffer(new byte[] {1}));
+    ByteBuf in = s.ch.readInbound();
+    in.release();
+    assertEquals(java.util.List.of("added", "removed"), inbound.calls, "and sees no reads");
+    Hosted next = new Hosted();
+    s.handler.host(next);
+    assertTrue(s.handler.hosted() == next, "a later host() may succeed");
+    assertFalse(s.ch.finish());
   }
 
   @Test

@@ -13,6 +13,8 @@ import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.util.concurrent.ScheduledFuture;
 import io.pinless.alts.AltsRecordCodec;
+import io.pinless.alts.AltsRecordDecoder;
+import io.pinless.alts.AltsRecordEncoder;
 import io.pinless.alts.AltsRecordProtocol;
 import io.pinless.alts.handshake.proto.HandshakeProtocol;
 import io.pinless.alts.handshake.proto.HandshakerReq;
@@ -340,20 +342,28 @@ public final class AltsHandshakeHandler extends ChannelInboundHandlerAdapter {
       return;
     }
     end();
-    AltsRecordCodec codec;
+    // Right behind a read handler (as pinless's credentials install it), the record decoder and
+    // encoder run inside the read handler's entry; elsewhere a codec pairing them gets an entry
+    // of its own behind this handler.
+    ReadOnReadyHandler reads = readHandlerJustBefore();
+    AltsRecordDecoder decoder = null;
+    AltsRecordEncoder encoder = null;
+    AltsRecordCodec codec = null;
     try {
-      codec = new AltsRecordCodec(protocol, key, client, frameSize);
+      if (reads == null) {
+        codec = new AltsRecordCodec(protocol, key, client, frameSize);
+      } else {
+        decoder = new AltsRecordDecoder(protocol, key, client, frameSize);
+        encoder = new AltsRecordEncoder(protocol, key, client, frameSize);
+      }
     } finally {
       Arrays.fill(key, (byte) 0);
     }
-    // Right behind a read handler (as pinless's credentials install it), the codec runs inside
-    // the read handler's entry; elsewhere it gets an entry of its own behind this handler.
-    ReadOnReadyHandler reads = readHandlerJustBefore();
     if (reads == null) {
       ctx.pipeline().addAfter(ctx.name(), "pinless-alts-records", codec);
     } else {
       try {
-        reads.host(codec);
+        reads.host(decoder, encoder);
       } catch (Exception e) {
         // The handshake has ended (fail() would do nothing): fail the connection here.
         ctx.fireExceptionCaught(Status.UNAVAILABLE

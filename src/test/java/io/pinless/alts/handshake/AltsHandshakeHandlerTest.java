@@ -31,6 +31,7 @@ import io.netty.channel.nio.NioIoHandler;
 import io.netty.channel.socket.nio.NioServerSocketChannel;
 import io.netty.channel.socket.nio.NioSocketChannel;
 import io.pinless.alts.AltsRecordCodec;
+import io.pinless.alts.AltsRecordDecoder;
 import io.pinless.alts.handshake.proto.HandshakerResp;
 import io.pinless.read.ReadBudget;
 import io.pinless.read.ReadOnReadyHandler;
@@ -224,7 +225,7 @@ class AltsHandshakeHandlerTest {
             assertNull(ch.pipeline().get(AltsHandshakeHandler.class), "the handshake is gone");
             ReadOnReadyHandler reads = ch.pipeline().get(ReadOnReadyHandler.class);
             if (withReadHandler) {
-              assertTrue(reads.hosted() instanceof AltsRecordCodec, "the codec runs in there");
+              assertTrue(reads.hosted() instanceof AltsRecordDecoder, "the decoder runs in there");
               assertNull(ch.pipeline().get(AltsRecordCodec.class), "with no entry of its own");
             } else {
               assertNotNull(ch.pipeline().get(AltsRecordCodec.class), "an entry of its own");
