@@ -31,14 +31,14 @@ import org.openjdk.jmh.infra.Blackhole;
 /**
  * The receiving half of an ALTS connection's pinless pipeline without sockets or gRPC: one
  * 16 KiB record of HTTP/2 DATA frames per operation, read by a {@link ReadOnReadyHandler},
- * opened by an {@link AltsRecordCodec} and cut into whole frames by an {@link Http2FrameSlicer},
+ * opened by an {@link AltsRecordDecoder} and cut into whole frames by an {@link Http2FrameSlicer},
  * to a sink that walks their headers and releases them as grpc-netty would. It compares how the three are
  * arranged, the rest being equal:
  *
  * <ul>
  *   <li>{@code entries}: three pipeline entries (the arrangement before the sixth session);
- *   <li>{@code hosted}: one entry, the read handler hosting the codec, the slicer inside the
- *       codec (what pinless's ALTS credentials install).
+ *   <li>{@code hosted}: one entry, the read handler hosting the record decoder and encoder, the
+ *       slicer inside the decoder (what pinless's ALTS credentials install).
  * </ul>
  *
  * <pre>
@@ -61,7 +61,8 @@ public class AltsReceivePipelineBenchmark {
   public String arrangement;
 
   private EmbeddedChannel channel;
-  private AltsRecordCodec codec;
+  /** The receiving direction's record counter, rewound when the ring wraps. */
+  private AltsCounter counter;
   private ReadBudget budget;
   private final Sink sink = new Sink();
   /** Owned: the sealed records, never written after setup. */
@@ -129,20 +130,26 @@ public class AltsReceivePipelineBenchmark {
     budget = new ReadBudget(64L << 20);
     ReadOnReadyHandler reads =
         new ReadOnReadyHandler(budget, false, ReadOnReadyHandler.ALTS_READ_BYTES);
-    codec = new AltsRecordCodec(AltsRecordProtocol.ALTSRP_GCM_AES128_REKEY, key, false, FRAME_SIZE);
     Http2FrameSlicer slicer = new Http2FrameSlicer(false, FRAME_SIZE, budget, true);
     channel = new EmbeddedChannel();
     channel.config().setAllocator(PooledByteBufAllocator.DEFAULT);
     if (arrangement.equals("hosted")) {
       channel.pipeline().addLast(reads, sink);
-      reads.host(codec);
-      codec.sliceFrames(slicer);
+      AltsRecordDecoder decoder =
+          new AltsRecordDecoder(AltsRecordProtocol.ALTSRP_GCM_AES128_REKEY, key, false, FRAME_SIZE);
+      reads.host(decoder, new AltsRecordEncoder(
+          AltsRecordProtocol.ALTSRP_GCM_AES128_REKEY, key, false, FRAME_SIZE));
+      decoder.sliceFrames(slicer);
+      counter = decoder.counter();
     } else if (arrangement.equals("entries")) {
+      AltsRecordCodec codec =
+          new AltsRecordCodec(AltsRecordProtocol.ALTSRP_GCM_AES128_REKEY, key, false, FRAME_SIZE);
       channel.pipeline().addLast(reads, codec, slicer, sink);
+      counter = codec.receiveCounter();
     } else {
       throw new IllegalArgumentException(arrangement);
     }
-    startCounter = codec.receiveCounter().current().clone();
+    startCounter = counter.current().clone();
     // One pass through the ring, checked: every plaintext byte handed on as whole frames.
     for (int i = 0; i < recordStarts.length - 1; i++) {
       readOne();
@@ -158,7 +165,7 @@ public class AltsReceivePipelineBenchmark {
   private void readOne() {
     if (next == recordStarts.length - 1) {
       next = 0;
-      codec.receiveCounter().set(startCounter);
+      counter.set(startCounter);
     }
     int from = recordStarts[next];
     int to = recordStarts[++next];

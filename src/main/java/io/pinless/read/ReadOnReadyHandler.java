@@ -46,9 +46,9 @@ import java.util.concurrent.TimeUnit;
  * with {@code AUTO_READ} off Netty's own policy would stop every batch after one read, costing a
  * trip through the event loop's selector for each buffer.
  *
- * <p>It can run one more handler inside its own pipeline entry ({@link #host}), which saves a
- * handler context per connection end: pinless's connections run their frame slicer there
- * (plaintext) or their record codec (ALTS).
+ * <p>It can run one more handler, or an inbound and an outbound one, inside its own pipeline entry
+ * ({@link #host}), which saves a handler context per connection end: pinless's connections run
+ * their frame slicer there (plaintext) or their record decoder and encoder (ALTS).
  *
  * <p>Memory: this handler holds no buffer.
  */

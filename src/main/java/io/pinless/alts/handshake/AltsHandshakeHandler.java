@@ -34,9 +34,11 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * Runs the ALTS handshake of one connection through a handshaker service, without ever blocking
- * the event loop, then puts the record handlers in its place ({@link AltsRecordCodec}: the
- * record decoder and encoder as one pipeline entry; when a {@link ReadOnReadyHandler} is right in
- * front of this handler, inside that handler's entry, {@link ReadOnReadyHandler#host}).
+ * the event loop, then puts the record handlers in its place: when a {@link ReadOnReadyHandler} is
+ * right in front of this handler, the record decoder and encoder run inside that handler's entry
+ * ({@link ReadOnReadyHandler#host(io.netty.channel.ChannelInboundHandler,
+ * io.netty.channel.ChannelOutboundHandler)}); elsewhere an {@link AltsRecordCodec} pairs them in
+ * an entry of its own.
  *
  * <p>The client sends {@code client_start} as soon as it is added to an active channel; the
  * server waits for the client's first bytes. The peer's bytes are given to the handshaker as they
