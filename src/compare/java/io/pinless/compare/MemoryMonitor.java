@@ -71,8 +71,33 @@ final class MemoryMonitor implements AutoCloseable {
         .getTotalThreadAllocatedBytes();
   }
 
-  /** Heap bytes live after full collections: the smallest of a few, each after {@code System.gc()}. */
+  /** The last line of a class histogram: instances and bytes of every live object. */
+  private static final java.util.regex.Pattern HISTOGRAM_TOTAL =
+      java.util.regex.Pattern.compile("^Total\\s+\\d+\\s+(\\d+)\\s*$", java.util.regex.Pattern.MULTILINE);
+
+  /**
+   * Heap bytes of live objects: the total of the JVM's class histogram (the diagnostic command
+   * {@code GC.class_histogram}, what {@code jmap -histo:live} prints, after a full collection),
+   * which counts objects rather than reading the heap's occupancy; where that command is not
+   * available, the smallest occupancy after a few {@code System.gc()}.
+   */
   static long heapAfterFullCollection() {
+    try {
+      String histogram =
+          (String)
+              ManagementFactory.getPlatformMBeanServer()
+                  .invoke(
+                      new javax.management.ObjectName("com.sun.management:type=DiagnosticCommand"),
+                      "gcClassHistogram",
+                      new Object[] {new String[0]},
+                      new String[] {String[].class.getName()});
+      java.util.regex.Matcher total = HISTOGRAM_TOTAL.matcher(histogram);
+      if (total.find()) {
+        return Long.parseLong(total.group(1));
+      }
+    } catch (javax.management.JMException | RuntimeException e) {
+      // fall back to the heap's occupancy
+    }
     Runtime rt = Runtime.getRuntime();
     long used = Long.MAX_VALUE;
     for (int i = 0; i < 3; i++) {
