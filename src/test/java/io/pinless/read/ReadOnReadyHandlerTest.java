@@ -253,6 +253,44 @@ class ReadOnReadyHandlerTest {
     assertEquals(1, s.counter.reads);
     s.ch.finishAndReleaseAll();
   }
+  /** Moves the frozen clock {@code millis} ms ahead one ms at a time, running what falls due. */
+  private static void stepTime(Setup s, long millis) {
+    for (long i = 0; i < millis; i++) {
+      s.ch.advanceTimeBy(1, TimeUnit.MILLISECONDS);
+      s.ch.runScheduledPendingTasks();
+    }
+  }
+
+  @Test
+  void theSweepTimerBacksOffToItsLongestDelayAndStartsShortAgain() {
+    Setup s = new Setup(false);
+    s.ch.freezeTime();
+    ByteBuf read = Unpooled.directBuffer(100); // under the 1000-byte budget: no read is held
+    s.budget.track(read);
+    ByteBuf slice = read.retainedSlice();
+    read.release();
+    s.ch.pipeline().fireChannelReadComplete();
+    // Still held downstream: swept at 10, 30, 70, 150, 310, 630 and 1270 ms, then every 1280.
+    stepTime(s, 2000);
+    slice.release();
+    stepTime(s, 549);
+    assertEquals(1, s.budget.trackedBuffers(), "the next sweep is due at 2550 ms");
+    stepTime(s, 1);
+    assertEquals(0, s.budget.trackedBuffers(), "swept at 2550 ms: the delay stopped at 1280");
+
+    ByteBuf read2 = Unpooled.directBuffer(100);
+    s.budget.track(read2);
+    ByteBuf slice2 = read2.retainedSlice();
+    read2.release();
+    s.ch.pipeline().fireChannelReadComplete();
+    slice2.release();
+    stepTime(s, ReadOnReadyHandler.SWEEP_MILLIS - 1);
+    assertEquals(1, s.budget.trackedBuffers(), "not yet");
+    stepTime(s, 1);
+    assertEquals(0, s.budget.trackedBuffers(), "a new buffer is swept after the shortest delay");
+    s.ch.finishAndReleaseAll();
+  }
+
   @Test
   void aQuietConnectionGivesBackTheBudgetsTableAfterTheLongestSweepDelay() {
     Setup s = new Setup(false);
