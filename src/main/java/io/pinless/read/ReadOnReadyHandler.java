@@ -168,6 +168,8 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
    *
    * @throws ChannelPipelineException if {@code handler}'s {@code handlerAdded} throws (it is then
    *     not hosted)
+   * @throws IllegalStateException if this handler already hosts one
+   * @throws IllegalArgumentException if {@code handler} is neither inbound nor outbound
    */
   public void host(ChannelHandler handler) {
     host(
@@ -186,6 +188,8 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
    *
    * @throws ChannelPipelineException if a {@code handlerAdded} throws (neither is then hosted,
    *     and an inbound one already added has had {@code handlerRemoved})
+   * @throws IllegalStateException if this handler already hosts one
+   * @throws IllegalArgumentException if both are null
    */
   public void host(ChannelInboundHandler inbound, ChannelOutboundHandler outbound) {
     if (this.inbound != null || this.outbound != null) {
@@ -438,7 +442,7 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
 
   /**
    * The channel's read policy, this handler's own (not a wrapper of Netty's adaptive one, whose
-   * handle and calculator cost a connection 96 bytes): reads of {@link #size} bytes, which starts
+   * handle, calculator and supplier cost each connection end 112 bytes; this one is 32): reads of {@link #size} bytes, which starts
    * at the maximum, halves after two batches in a row that read at most half of it (down to
    * {@link #MIN_READ_BYTES}) and goes back to the maximum as soon as a read fills its buffer;
    * batches go on while reads fill their buffers, up to {@link #MAX_READS_PER_BATCH}, and stop as
