@@ -33,7 +33,12 @@ import java.util.concurrent.atomic.AtomicLong;
  */
 public final class HandshakeStorm {
   private static final long PROBE_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
-  private static final int WARM_UP_CONNECTIONS = 200;
+  /** Warm-up storms before the one measured (each of the same size). */
+  static final int DEFAULT_WARM_UPS = 2;
+  /** How long the JIT compilers must have been idle before a storm is measured. */
+  private static final long JIT_QUIET_MILLIS = 1000;
+  /** The longest wait for them. */
+  private static final long JIT_WAIT_MILLIS = 60_000;
 
   private HandshakeStorm() {}
 
@@ -45,21 +50,23 @@ public final class HandshakeStorm {
     }
     if (args.length > 0 && args[0].equals("--connect")) {
       connect(Variant.byName(args[1]), args[2], Transport.byName(args[3]),
-          Integer.parseInt(args[4]), Integer.parseInt(args[5]));
+          Integer.parseInt(args[4]), Integer.parseInt(args[5]), Integer.parseInt(args[6]));
       return;
     }
     int connections = args.length > 0 ? Integer.parseInt(args[0]) : 500;
     Transport transport = args.length > 1 ? Transport.byName(args[1]) : Transport.NIO;
-    if (connections < 1 || transport == null) {
-      System.err.println("usage: HandshakeStorm [connections >= 1] [nio|epoll|io_uring]");
+    int warmUps = args.length > 2 ? Integer.parseInt(args[2]) : DEFAULT_WARM_UPS;
+    if (connections < 1 || transport == null || warmUps < 0) {
+      System.err.println(
+          "usage: HandshakeStorm [connections >= 1] [nio|epoll|io_uring] [warm-up storms >= 0]");
       System.exit(2);
     }
-    List<JsonObject> results = run(connections, transport, System.out);
+    List<JsonObject> results = run(connections, transport, warmUps, System.out);
     System.exit(results.stream().allMatch(r -> r.get("failed").getAsInt() == 0) ? 0 : 1);
   }
 
   /** Runs the storm for pinless ALTS and grpc-alts and prints a table; returns their results. */
-  static List<JsonObject> run(int connections, Transport transport, PrintStream out)
+  static List<JsonObject> run(int connections, Transport transport, int warmUps, PrintStream out)
       throws Exception {
     Server clientHandshaker = LocalHandshakerMain.start(0, "client-sa");
     Server serverHandshaker = LocalHandshakerMain.start(0, "server-sa");
@@ -67,7 +74,7 @@ public final class HandshakeStorm {
     try {
       for (Variant variant : List.of(Variant.PINLESS_ALTS, Variant.STOCK_ALTS)) {
         out.printf(Locale.ROOT, "[%s] %d connections handshaking at once...%n", variant.name, connections);
-        results.add(runOne(variant, transport, connections,
+        results.add(runOne(variant, transport, connections, warmUps,
             LocalHandshakerMain.hostAndPort(clientHandshaker),
             LocalHandshakerMain.hostAndPort(serverHandshaker)));
       }
@@ -77,13 +84,17 @@ public final class HandshakeStorm {
     }
     out.printf(Locale.ROOT, "%n%d connections at once, %s, client and server in separate JVMs:%n",
         connections, transport.name);
-    out.printf(Locale.ROOT, "%-14s %16s %8s %30s %30s%n", "variant", "all called (s)", "failed",
-        "client loop stall (ms, on CPU)", "server loop stall (ms, on CPU)");
+    out.printf(Locale.ROOT, "%-14s %16s %8s %30s %30s %42s%n", "variant", "all called (s)", "failed",
+        "client loop stall (ms, on CPU)", "server loop stall (ms, on CPU)",
+        "CPU s: client (its JIT) / server / handshakers");
     for (JsonObject r : results) {
-      out.printf(Locale.ROOT, "%-14s %16.2f %8d %30s %30s%n", r.get("variant").getAsString(),
+      out.printf(Locale.ROOT, "%-14s %16.2f %8d %30s %30s %42s%n", r.get("variant").getAsString(),
           r.get("seconds").getAsDouble(), r.get("failed").getAsInt(),
           r.get("clientStallMillis").getAsDouble() + " (" + r.get("clientStallCpuMillis").getAsDouble() + ")",
-          r.get("serverStallMillis").getAsDouble() + " (" + r.get("serverStallCpuMillis").getAsDouble() + ")");
+          r.get("serverStallMillis").getAsDouble() + " (" + r.get("serverStallCpuMillis").getAsDouble() + ")",
+          r.get("clientCpuSeconds").getAsDouble() + " (" + r.get("clientJitSeconds").getAsDouble()
+              + ") / " + r.get("serverCpuSeconds").getAsDouble() + " / "
+              + r.get("handshakersCpuSeconds").getAsDouble());
     }
     out.printf(Locale.ROOT, "grpc-alts time / pinless time: %.2f%n",
         results.get(1).get("seconds").getAsDouble() / results.get(0).get("seconds").getAsDouble());
@@ -91,7 +102,7 @@ public final class HandshakeStorm {
   }
 
   private static JsonObject runOne(Variant variant, Transport transport, int connections,
-      String clientHandshaker, String serverHandshaker) throws Exception {
+      int warmUps, String clientHandshaker, String serverHandshaker) throws Exception {
     List<String> serve = Compare.javaCommand(HandshakeStorm.class);
     serve.addAll(List.of("--serve", variant.name, serverHandshaker, transport.name));
     Process server = new ProcessBuilder(serve).redirectErrorStream(true).start();
@@ -100,7 +111,7 @@ public final class HandshakeStorm {
       int port = Integer.parseInt(awaitLine(serverOut, "port ").trim());
       List<String> connect = Compare.javaCommand(HandshakeStorm.class);
       connect.addAll(List.of("--connect", variant.name, clientHandshaker, transport.name,
-          Integer.toString(port), Integer.toString(connections)));
+          Integer.toString(port), Integer.toString(connections), Integer.toString(warmUps)));
       Process client = new ProcessBuilder(connect).redirectErrorStream(true).start();
       JsonObject result;
       try (BufferedReader clientOut = new BufferedReader(
@@ -109,8 +120,13 @@ public final class HandshakeStorm {
         awaitLine(clientOut, "warmed");
         tell(server, "measure");
         awaitLine(serverOut, "measuring");
+        MemoryMonitor.processCpuNanos();
+        awaitJitQuiet();
+        long handshakersCpu = MemoryMonitor.processCpuNanos();
         tell(client, "go");
         result = JsonParser.parseString(awaitLine(clientOut, "result ")).getAsJsonObject();
+        result.addProperty("handshakersCpuSeconds",
+            Math.round((MemoryMonitor.processCpuNanos() - handshakersCpu) / 1e7) / 100.0);
       } finally {
         client.destroy();
         client.waitFor(30, TimeUnit.SECONDS);
@@ -119,6 +135,7 @@ public final class HandshakeStorm {
       String[] stall = awaitLine(serverOut, "stall-ms ").split(" ");
       result.addProperty("serverStallMillis", Math.round(Double.parseDouble(stall[0]) * 10) / 10.0);
       result.addProperty("serverStallCpuMillis", Math.round(Double.parseDouble(stall[1]) * 10) / 10.0);
+      result.addProperty("serverCpuSeconds", Math.round(Double.parseDouble(stall[2]) * 100) / 100.0);
       result.addProperty("variant", variant.name);
       return result;
     } finally {
@@ -158,11 +175,15 @@ public final class HandshakeStorm {
       System.out.flush();
       BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.US_ASCII));
       in.readLine();
+      MemoryMonitor.processCpuNanos();
+      awaitJitQuiet();
       StallProbe probe = new StallProbe(stack.serverLoop());
+      long cpuAtStart = MemoryMonitor.processCpuNanos();
       System.out.println("measuring");
       System.out.flush();
       in.readLine();
-      System.out.println("stall-ms " + probe.stop() / 1e6 + " " + probe.cpuOfLongestStallNanos() / 1e6);
+      System.out.println("stall-ms " + probe.stop() / 1e6 + " " + probe.cpuOfLongestStallNanos() / 1e6
+          + " " + (MemoryMonitor.processCpuNanos() - cpuAtStart) / 1e9);
       System.out.flush();
     }
     System.exit(0);
@@ -170,21 +191,28 @@ public final class HandshakeStorm {
 
   /** The client JVM: one connection to warm up, then the storm; prints its result as JSON. */
   private static void connect(Variant variant, String handshaker, Transport transport, int port,
-      int connections) throws Exception {
+      int connections, int warmUps) throws Exception {
     JsonObject result = new JsonObject();
     try (Variant.Stack stack = variant.open(transport, new String[] {handshaker, handshaker})) {
       byte[] message = new byte[1024];
-      // Warm-up: a smaller storm, not measured, so that the storm measured is not class loading
-      // and the interpreter.
-      List<ManagedChannel> warmUp = new ArrayList<>();
-      List<CompletableFuture<Void>> warmUpCalls = new ArrayList<>();
-      for (int i = 0; i < Math.min(connections, WARM_UP_CONNECTIONS); i++) {
-        ManagedChannel channel = stack.newChannel(port);
-        warmUp.add(channel);
-        warmUpCalls.add(Workload.echo(channel, message));
+      // Warm-up: storms of the same size, not measured, then a wait for the JIT compilers to
+      // finish what those queued, so that the storm measured is not class loading, the
+      // interpreter and compilation competing for the two cores.
+      for (int round = 0; round < warmUps; round++) {
+        List<ManagedChannel> warmUp = new ArrayList<>();
+        List<CompletableFuture<Void>> warmUpCalls = new ArrayList<>();
+        for (int i = 0; i < connections; i++) {
+          ManagedChannel channel = stack.newChannel(port);
+          warmUp.add(channel);
+          warmUpCalls.add(Workload.echo(channel, message));
+        }
+        CompletableFuture.allOf(warmUpCalls.toArray(new CompletableFuture<?>[0]))
+            .get(5, TimeUnit.MINUTES);
+        VariantRun.shutdown(warmUp);
       }
-      CompletableFuture.allOf(warmUpCalls.toArray(new CompletableFuture<?>[0])).get(5, TimeUnit.MINUTES);
-      VariantRun.shutdown(warmUp);
+      // What is measured is loaded now, so that its classes do not load during the storm.
+      MemoryMonitor.processCpuNanos();
+      result.addProperty("clientJitWaitSeconds", awaitJitQuiet());
       System.out.println("warmed");
       System.out.flush();
       new BufferedReader(new InputStreamReader(System.in, StandardCharsets.US_ASCII)).readLine();
@@ -193,6 +221,8 @@ public final class HandshakeStorm {
       List<CompletableFuture<Void>> calls = new ArrayList<>(connections);
       AtomicInteger failed = new AtomicInteger();
       AtomicLong lastDone = new AtomicLong();
+      long cpuAtStart = MemoryMonitor.processCpuNanos();
+      long jitAtStart = jitMillis();
       long start = System.nanoTime();
       for (int i = 0; i < connections; i++) {
         ManagedChannel channel = stack.newChannel(port);
@@ -209,6 +239,9 @@ public final class HandshakeStorm {
       } catch (java.util.concurrent.ExecutionException e) {
         // counted per call above
       }
+      result.addProperty("clientCpuSeconds",
+          Math.round((MemoryMonitor.processCpuNanos() - cpuAtStart) / 1e7) / 100.0);
+      result.addProperty("clientJitSeconds", Math.round((jitMillis() - jitAtStart) / 10.0) / 100.0);
       result.addProperty("connections", connections);
       result.addProperty("seconds", Math.round((lastDone.get() - start) / 1e7) / 100.0);
       result.addProperty("failed", failed.get());
@@ -219,6 +252,36 @@ public final class HandshakeStorm {
     System.out.println("result " + result);
     System.out.flush();
     System.exit(0);
+  }
+
+  /** Milliseconds the JIT compilers have spent so far (-1 if the JVM does not say). */
+  static long jitMillis() {
+    java.lang.management.CompilationMXBean jit =
+        java.lang.management.ManagementFactory.getCompilationMXBean();
+    return jit != null && jit.isCompilationTimeMonitoringSupported()
+        ? jit.getTotalCompilationTime() : -1;
+  }
+
+  /**
+   * Waits until this JVM's JIT compilers have been idle for {@link #JIT_QUIET_MILLIS} (at most
+   * {@link #JIT_WAIT_MILLIS}); returns the seconds waited.
+   */
+  static double awaitJitQuiet() throws InterruptedException {
+    long start = System.nanoTime();
+    long deadline = start + TimeUnit.MILLISECONDS.toNanos(JIT_WAIT_MILLIS);
+    long last = jitMillis();
+    long quietSince = System.nanoTime();
+    while (last >= 0 && System.nanoTime() < deadline) {
+      Thread.sleep(100);
+      long now = jitMillis();
+      if (now != last) {
+        last = now;
+        quietSince = System.nanoTime();
+      } else if (System.nanoTime() - quietSince >= TimeUnit.MILLISECONDS.toNanos(JIT_QUIET_MILLIS)) {
+        break;
+      }
+    }
+    return Math.round((System.nanoTime() - start) / 1e7) / 100.0;
   }
 
   /**
