@@ -23,12 +23,14 @@ import java.util.concurrent.atomic.AtomicLong;
  * Many ALTS connections handshaking at once: for pinless ALTS and grpc-alts, a server in one JVM
  * and a client in another (grpc-alts caps concurrent handshakes per process, and a client and a
  * server sharing one process and one cap can deadlock), the client opens N connections at the
- * same moment, each making one 1 KiB call. Measured: the time until every call has completed
+ * same moment, each making one 1 KiB call, after storms of the same size to warm up and a wait
+ * for every JVM's JIT compilers to go quiet. Measured: the time until every call has completed
  * (every connection READY and used once), and the longest stall of the client's and the
- * server's event loop (a task due every millisecond, and how late it ran).
+ * server's event loop (a task due every millisecond, and how late it ran), and each process's
+ * CPU time during the storm.
  *
  * <pre>
- *   mvn -q -DskipTests package &amp;&amp; java -cp target/pinless-compare.jar io.pinless.compare.HandshakeStorm [connections] [transport]
+ *   mvn -q -DskipTests package &amp;&amp; java -cp target/pinless-compare.jar io.pinless.compare.HandshakeStorm [connections] [transport] [warm-up storms]
  * </pre>
  */
 public final class HandshakeStorm {
@@ -116,7 +118,8 @@ public final class HandshakeStorm {
       JsonObject result;
       try (BufferedReader clientOut = new BufferedReader(
           new InputStreamReader(client.getInputStream(), StandardCharsets.UTF_8))) {
-        // Both ends warmed up: the server starts watching its loop, then the storm starts.
+        // Both ends warmed up: the server starts watching its loop, then (once this JVM's
+        // handshakers are compiled too) the storm starts.
         awaitLine(clientOut, "warmed");
         tell(server, "measure");
         awaitLine(serverOut, "measuring");
@@ -189,7 +192,10 @@ public final class HandshakeStorm {
     System.exit(0);
   }
 
-  /** The client JVM: one connection to warm up, then the storm; prints its result as JSON. */
+  /**
+   * The client JVM: {@code warmUps} storms of the same size to warm up, a wait for its JIT
+   * compilers to go quiet, then the storm measured; prints its result as JSON.
+   */
   private static void connect(Variant variant, String handshaker, Transport transport, int port,
       int connections, int warmUps) throws Exception {
     JsonObject result = new JsonObject();
