@@ -40,6 +40,12 @@ final class MemoryMonitor implements AutoCloseable {
   private long pinnedPeak;
   private final long cpuAtStart;
   private long inUsePeak;
+  /**
+   * The capacity of the buffers pinless's read budgets track (what gRPC still holds of what
+   * pinless's read path handed on; 0 for the stock variants, which have no such budgets).
+   */
+  private double trackedSum;
+  private long trackedPeak;
 
   /**
    * Starts sampling; {@code pinnedDirect} reads the pinned direct bytes of both ends' pools,
@@ -141,7 +147,10 @@ final class MemoryMonitor implements AutoCloseable {
       long heap = Math.max(0, HEAP_AFTER_GC.get());
       long pinned = pinnedDirect.getAsLong();
       long clientPinned = clientPinnedDirect.getAsLong();
+      long tracked = io.pinless.read.ReadBudget.processTrackedBytes();
       synchronized (this) {
+        trackedSum += tracked;
+        trackedPeak = Math.max(trackedPeak, tracked);
         clientPinnedSum += clientPinned;
         clientPinnedPeak = Math.max(clientPinnedPeak, clientPinned);
         samples++;
@@ -173,6 +182,8 @@ final class MemoryMonitor implements AutoCloseable {
     o.addProperty("pooledDirectPinnedPeakBytes", pinnedPeak);
     o.addProperty("clientPooledDirectPinnedAvgBytes", Math.round(clientPinnedSum / n));
     o.addProperty("clientPooledDirectPinnedPeakBytes", clientPinnedPeak);
+    o.addProperty("pinlessHeldDownstreamAvgBytes", Math.round(trackedSum / n));
+    o.addProperty("pinlessHeldDownstreamPeakBytes", trackedPeak);
     return o;
   }
 

@@ -34,6 +34,7 @@ public final class VariantRun {
   /** Calls (connections) being opened at once in the idle phase. */
   private static final int OPEN_WINDOW = 16;
 
+  private static final double MIB = 1 << 20;
   private final Variant variant;
   private final Options options;
   private final PrintStream out;
@@ -121,7 +122,11 @@ public final class VariantRun {
       o.add("memory", memory.summary());
       o.addProperty("heapAllocatedPerPayloadByte", round4((double) memory.allocatedSinceStart() / bytes));
       o.addProperty("cpuNanosPerPayloadByte", round4((double) memory.cpuNanosSinceStart() / bytes));
-      progress("download: %.0f MB/s", bytes / MB / seconds);
+      JsonObject m = o.getAsJsonObject("memory");
+      progress("download: %.0f MB/s; the receiving end's pooled direct %.2f MiB on average, "
+              + "pinless's buffers held by gRPC %.2f MiB",
+          bytes / MB / seconds, m.get("clientPooledDirectPinnedAvgBytes").getAsDouble() / MIB,
+          m.get("pinlessHeldDownstreamAvgBytes").getAsDouble() / MIB);
       return o;
     }
   }

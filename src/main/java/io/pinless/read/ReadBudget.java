@@ -2,6 +2,7 @@ package io.pinless.read;
 
 import io.netty.buffer.ByteBuf;
 import java.util.Arrays;
+import java.util.concurrent.atomic.LongAdder;
 
 /**
  * The inbound memory a connection has handed on and that is still held downstream, against a
@@ -30,6 +31,8 @@ public final class ReadBudget {
   public static final long DEFAULT_LIMIT_BYTES = 64L << 20;
   /** The table's first size. */
   private static final int INITIAL_SLOTS = 4;
+  /** Process-wide: the capacities of the buffers every budget tracks. */
+  private static final LongAdder PROCESS_TRACKED = new LongAdder();
 
   private final long limitBytes;
   /**
@@ -54,6 +57,17 @@ public final class ReadBudget {
     this.limitBytes = limitBytes;
   }
 
+  /**
+   * Process-wide: the capacities of the buffers all budgets track, as of their last sweeps,
+   * which is what the handlers behind pinless's (gRPC's, for its messages not yet delivered and
+   * consumed) still hold of what pinless handed on, pooled memory the read path itself does not
+   * hold. It may overstate by what was released since the last sweeps (at most
+   * {@link ReadOnReadyHandler#MAX_SWEEP_MILLIS} ms late).
+   */
+  public static long processTrackedBytes() {
+    return PROCESS_TRACKED.sum();
+  }
+
   /** The limit in bytes. */
   public long limitBytes() {
     return limitBytes;
@@ -75,9 +89,11 @@ public final class ReadBudget {
         capacities = Arrays.copyOf(capacities, count * 2);
       }
     }
-    capacities[count] = buf.capacity();
+    int capacity = buf.capacity();
+    capacities[count] = capacity;
     tracked[count++] = buf.retain();
-    trackedBytes += buf.capacity();
+    trackedBytes += capacity;
+    PROCESS_TRACKED.add(capacity);
   }
 
   /** The capacity of the tracked buffers still held downstream, after a sweep. */
@@ -123,10 +139,11 @@ public final class ReadBudget {
   /** Releases every buffer only this budget still holds, and stops counting it. */
   public void sweep() {
     int kept = 0;
+    long released = 0;
     for (int i = 0; i < count; i++) {
       ByteBuf buf = tracked[i];
       if (buf.refCnt() == 1) {
-        trackedBytes -= capacities[i];
+        released += capacities[i];
         buf.release();
       } else {
         capacities[kept] = capacities[i];
@@ -135,6 +152,8 @@ public final class ReadBudget {
     }
     if (count > kept) {
       Arrays.fill(tracked, kept, count, null);
+      trackedBytes -= released;
+      PROCESS_TRACKED.add(-released);
     }
     count = kept;
   }
@@ -144,6 +163,7 @@ public final class ReadBudget {
     for (int i = 0; i < count; i++) {
       tracked[i].release();
     }
+    PROCESS_TRACKED.add(-trackedBytes);
     tracked = null;
     capacities = null;
     count = 0;

@@ -36,6 +36,8 @@ class CompareTest {
       "download.memory.pooledDirectPinnedAvgBytes", "download.memory.pooledDirectPinnedPeakBytes",
       "download.memory.clientPooledDirectPinnedAvgBytes",
       "download.memory.clientPooledDirectPinnedPeakBytes",
+      "download.memory.pinlessHeldDownstreamAvgBytes",
+      "download.memory.pinlessHeldDownstreamPeakBytes",
       "download.heapAllocatedPerPayloadByte", "download.cpuNanosPerPayloadByte",
       "small.callsPerSecond", "small.calls", "small.throughputMBps",
       "small.latencyMicros.p50", "small.latencyMicros.p90", "small.latencyMicros.p99",

@@ -37,6 +37,28 @@ class ReadBudgetTest {
   }
 
   @Test
+  void theProcessWideTotalFollowsTrackSweepAndReleaseAll() {
+    ReadBudget budget = new ReadBudget(1_000_000);
+    ByteBuf a = PooledByteBufAllocator.DEFAULT.directBuffer(12_345);
+    ByteBuf b = PooledByteBufAllocator.DEFAULT.directBuffer(54_321);
+    long before = ReadBudget.processTrackedBytes();
+    budget.track(a);
+    budget.track(b);
+    long tracking = ReadBudget.processTrackedBytes();
+    ByteBuf sliceOfB = b.retainedSlice(0, 10);
+    a.release();
+    b.release();
+    budget.sweep(); // a is no longer held downstream; b is, by its slice
+    long afterSweep = ReadBudget.processTrackedBytes();
+    budget.releaseAll();
+    long afterReleaseAll = ReadBudget.processTrackedBytes();
+    sliceOfB.release();
+    assertEquals(12_345 + 54_321, tracking - before);
+    assertEquals(54_321, afterSweep - before, "the sweep took a's capacity off");
+    assertEquals(0, afterReleaseAll - before, "releaseAll took the rest off");
+  }
+
+  @Test
   void releaseAllGivesUpItsReferences() {
     ReadBudget budget = new ReadBudget(1000);
     ByteBuf read = PooledByteBufAllocator.DEFAULT.directBuffer(4096);
