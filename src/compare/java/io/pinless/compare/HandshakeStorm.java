@@ -123,7 +123,6 @@ public final class HandshakeStorm {
         awaitLine(clientOut, "warmed");
         tell(server, "measure");
         awaitLine(serverOut, "measuring");
-        MemoryMonitor.processCpuNanos();
         awaitJitQuiet();
         long handshakersCpu = MemoryMonitor.processCpuNanos();
         tell(client, "go");
@@ -178,7 +177,6 @@ public final class HandshakeStorm {
       System.out.flush();
       BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.US_ASCII));
       in.readLine();
-      MemoryMonitor.processCpuNanos();
       awaitJitQuiet();
       StallProbe probe = new StallProbe(stack.serverLoop());
       long cpuAtStart = MemoryMonitor.processCpuNanos();
@@ -216,9 +214,7 @@ public final class HandshakeStorm {
             .get(5, TimeUnit.MINUTES);
         VariantRun.shutdown(warmUp);
       }
-      // What is measured is loaded now, so that its classes do not load during the storm.
-      MemoryMonitor.processCpuNanos();
-      result.addProperty("clientJitWaitSeconds", awaitJitQuiet());
+      awaitJitQuiet();
       System.out.println("warmed");
       System.out.flush();
       new BufferedReader(new InputStreamReader(System.in, StandardCharsets.US_ASCII)).readLine();
@@ -270,11 +266,13 @@ public final class HandshakeStorm {
 
   /**
    * Waits until this JVM's JIT compilers have been idle for {@link #JIT_QUIET_MILLIS} (at most
-   * {@link #JIT_WAIT_MILLIS}); returns the seconds waited.
+   * {@link #JIT_WAIT_MILLIS}). First reads the process's CPU time once, so that what the storm's
+   * measurement uses is loaded (and compiled for) before, not during, the storm.
    */
-  static double awaitJitQuiet() throws InterruptedException {
-    long start = System.nanoTime();
-    long deadline = start + TimeUnit.MILLISECONDS.toNanos(JIT_WAIT_MILLIS);
+  static void awaitJitQuiet() throws InterruptedException {
+    MemoryMonitor.processCpuNanos();
+    long quietNanos = TimeUnit.MILLISECONDS.toNanos(JIT_QUIET_MILLIS);
+    long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(JIT_WAIT_MILLIS);
     long last = jitMillis();
     long quietSince = System.nanoTime();
     while (last >= 0 && System.nanoTime() < deadline) {
@@ -283,11 +281,10 @@ public final class HandshakeStorm {
       if (now != last) {
         last = now;
         quietSince = System.nanoTime();
-      } else if (System.nanoTime() - quietSince >= TimeUnit.MILLISECONDS.toNanos(JIT_QUIET_MILLIS)) {
-        break;
+      } else if (System.nanoTime() - quietSince >= quietNanos) {
+        return;
       }
     }
-    return Math.round((System.nanoTime() - start) / 1e7) / 100.0;
   }
 
   /**

@@ -58,11 +58,10 @@ public final class ReadBudget {
   }
 
   /**
-   * Process-wide: the capacities of the buffers all budgets track, as of their last sweeps,
-   * which is what the handlers behind pinless's (gRPC's, for its messages not yet delivered and
-   * consumed) still hold of what pinless handed on, pooled memory the read path itself does not
-   * hold. It may overstate by what was released since the last sweeps (at most
-   * {@link ReadOnReadyHandler#MAX_SWEEP_MILLIS} ms late).
+   * Process-wide: the capacities of the buffers all budgets track, that is the pooled memory the
+   * handlers behind pinless (gRPC, for messages not yet delivered and consumed) still hold of what
+   * pinless handed on. It may overstate by what was released since the budgets' last sweeps (at
+   * most {@link ReadOnReadyHandler#MAX_SWEEP_MILLIS} ms ago).
    */
   public static long processTrackedBytes() {
     return PROCESS_TRACKED.sum();

@@ -442,8 +442,9 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
 
   /**
    * The channel's read policy, this handler's own (not a wrapper of Netty's adaptive one, whose
-   * handle, calculator and supplier cost each connection end 112 bytes; this one is 32): reads of {@link #size} bytes, which starts
-   * at the maximum, halves after two batches in a row that read at most half of it (down to
+   * handle, calculator and supplier cost each connection end 112 bytes; this one is 32): reads of
+   * {@link #size} bytes, which starts at the maximum, halves after two batches in a row that read
+   * at most half of it (down to
    * {@link #MIN_READ_BYTES}) and goes back to the maximum as soon as a read fills its buffer;
    * batches go on while reads fill their buffers, up to {@link #MAX_READS_PER_BATCH}, and stop as
    * soon as a hold applies.

@@ -253,6 +253,7 @@ class ReadOnReadyHandlerTest {
     assertEquals(1, s.counter.reads);
     s.ch.finishAndReleaseAll();
   }
+
   /** Moves the frozen clock {@code millis} ms ahead one ms at a time, running what falls due. */
   private static void stepTime(Setup s, long millis) {
     for (long i = 0; i < millis; i++) {
