@@ -147,7 +147,11 @@ public final class AltsRecordEncoder extends ChannelOutboundHandlerAdapter {
     }
   }
 
-  /** The pending buffer at entry {@code i} (an even index). */
+  /**
+   * The pending buffer at entry {@code i} (an even index).
+   *
+   * @return borrowed: the queue still owns it
+   */
   private ByteBuf bufferAt(int i) {
     return (ByteBuf) queue[i];
   }

@@ -454,7 +454,11 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
     handOn(ctx, whole);
   }
 
-  /** Hands on frames {@code [from, to)} of {@code in} as one slice or one right-sized copy. */
+  /**
+   * Hands on frames {@code [from, to)} of {@code in} as one slice or one right-sized copy.
+   *
+   * @param in borrowed: a slice handed on takes a reference of its own
+   */
   private void handOnRun(ChannelHandlerContext ctx, ByteBuf in, int from, int to, int kind) {
     if (from == to) {
       return;

@@ -178,6 +178,7 @@ class AltsRecordEncoderTest {
     final List<ByteBuf> frames = new ArrayList<>();
     final List<ChannelPromise> promises = new ArrayList<>();
 
+    /** @param msg owned: kept in {@link #frames}, which the test releases */
     @Override
     public void write(ChannelHandlerContext ctx, Object msg, ChannelPromise promise) {
       frames.add((ByteBuf) msg);
@@ -216,6 +217,7 @@ class AltsRecordEncoderTest {
   private static final class ImmediateWrites extends ChannelOutboundHandlerAdapter {
     final List<ByteBuf> frames = new ArrayList<>();
 
+    /** @param msg owned: kept in {@link #frames}, which the test releases */
     @Override
     public void write(ChannelHandlerContext ctx, Object msg, ChannelPromise promise) {
       frames.add((ByteBuf) msg);

@@ -125,12 +125,12 @@ final class RecordChannels {
     return out.toByteArray();
   }
 
-  /** A pooled direct buffer holding {@code bytes}; the caller must release it (or hand it on). */
+  /** @return owned: a pooled direct buffer holding {@code bytes}, to release or hand on */
   static ByteBuf direct(byte[] bytes) {
     return direct(bytes, 0, bytes.length);
   }
 
-  /** A pooled direct buffer holding a range of {@code bytes}; the caller must release it. */
+  /** @return owned: a pooled direct buffer holding a range of {@code bytes}, to release */
   static ByteBuf direct(byte[] bytes, int offset, int length) {
     ByteBuf b = PooledByteBufAllocator.DEFAULT.directBuffer(length);
     b.writeBytes(bytes, offset, length);

@@ -185,7 +185,12 @@ class Http2FrameSlicerTest {
     r.finish();
   }
 
-  /** The buffer {@code buf} is a view of, past slices and leak-detection wrappers. */
+  /**
+   * The buffer {@code buf} is a view of, past slices and leak-detection wrappers.
+   *
+   * @param buf borrowed
+   * @return borrowed: no reference is taken
+   */
   private static ByteBuf root(ByteBuf buf) {
     while (buf.unwrap() != null) {
       buf = buf.unwrap();

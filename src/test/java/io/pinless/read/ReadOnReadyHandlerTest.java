@@ -165,7 +165,11 @@ class ReadOnReadyHandlerTest {
     s.ch.finishAndReleaseAll();
   }
 
-  /** A read buffer of 1001 bytes (over the 1000-byte budget) that downstream holds a slice of. */
+  /**
+   * A read buffer of 1001 bytes (over the 1000-byte budget) that downstream holds a slice of.
+   *
+   * @return owned: the slice downstream holds; releasing it lets the budget's sweep free the read
+   */
   private static ByteBuf handedOn(Setup s) {
     ByteBuf read = Unpooled.directBuffer(1001);
     s.budget.track(read);
