@@ -17,7 +17,9 @@ final class Median {
    * Merges {@code rounds} of one variant: each number becomes the median of that number across
    * the rounds; anything else comes from the first round. {@code completed} holds only if every
    * round completed, {@code leaks} is the sum, and {@code rounds} lists each round's download
-   * throughput so that the spread stays visible. One round is returned as it is.
+   * throughput, CPU per byte and JIT compilation time, small calls per second and idle bytes per
+   * connection, so that the spread stays visible and {@link Report#ratios} can pair the rounds of
+   * two variants. One round is returned as it is.
    */
   static JsonObject of(List<JsonObject> rounds) {
     if (rounds.size() == 1) {
@@ -36,6 +38,8 @@ final class Median {
     for (JsonObject r : rounds) {
       JsonObject one = new JsonObject();
       one.add("downloadThroughputMBps", dig(r, "download", "throughputMBps"));
+      one.add("downloadCpuNanosPerPayloadByte", dig(r, "download", "cpuNanosPerPayloadByte"));
+      one.add("downloadJitSeconds", dig(r, "download", "jitSeconds"));
       one.add("smallCallsPerSecond", dig(r, "small", "callsPerSecond"));
       one.add("idleBytesPerConnection", dig(r, "idle", "bytesPerConnection"));
       perRound.add(one);

@@ -116,9 +116,83 @@ final class Report {
           ratio.addProperty(m.path(), Math.round(a / b * 1000) / 1000.0);
         }
       }
+      addRoundRatios(ratio, of, to);
       ratios.add(ratio);
     }
     return ratios;
+  }
+
+  /** The per-round figures {@link #addRoundRatios} pairs: key in a round, and the metric's path. */
+  private static final String[][] ROUND_FIGURES = {
+    {"downloadThroughputMBps", "download.throughputMBps"},
+    {"downloadCpuNanosPerPayloadByte", "download.cpuNanosPerPayloadByte"}};
+
+  /**
+   * With several rounds (run in turn, so round i of both variants ran minutes apart at most), adds
+   * each round's ratio of the download figures and their median: on a machine whose speed drifts,
+   * the median of paired ratios says more than the ratio of two medians.
+   */
+  private static void addRoundRatios(JsonObject ratio, JsonObject of, JsonObject to) {
+    if (!of.has("rounds") || !to.has("rounds")
+        || of.getAsJsonArray("rounds").size() != to.getAsJsonArray("rounds").size()) {
+      return;
+    }
+    JsonObject byRound = new JsonObject();
+    JsonObject medians = new JsonObject();
+    for (String[] figure : ROUND_FIGURES) {
+      com.google.gson.JsonArray values = new com.google.gson.JsonArray();
+      List<Double> sorted = new ArrayList<>();
+      for (int i = 0; i < of.getAsJsonArray("rounds").size(); i++) {
+        JsonElement a = of.getAsJsonArray("rounds").get(i).getAsJsonObject().get(figure[0]);
+        JsonElement b = to.getAsJsonArray("rounds").get(i).getAsJsonObject().get(figure[0]);
+        if (a == null || b == null || a.isJsonNull() || b.isJsonNull() || b.getAsDouble() == 0) {
+          sorted.clear();
+          break;
+        }
+        double r = Math.round(a.getAsDouble() / b.getAsDouble() * 1000) / 1000.0;
+        values.add(r);
+        sorted.add(r);
+      }
+      if (!sorted.isEmpty()) {
+        java.util.Collections.sort(sorted);
+        int n = sorted.size();
+        double median = n % 2 == 1 ? sorted.get(n / 2) : (sorted.get(n / 2 - 1) + sorted.get(n / 2)) / 2;
+        byRound.add(figure[1], values);
+        medians.addProperty(figure[1], Math.round(median * 1000) / 1000.0);
+      }
+    }
+    if (byRound.size() > 0) {
+      ratio.add("byRound", byRound);
+      ratio.add("byRoundMedian", medians);
+    }
+  }
+
+  /** One line per pair with rounds: each round's ratio of the download figures, and the median. */
+  private static List<String> roundLines(List<JsonObject> ratios) {
+    List<String> lines = new ArrayList<>();
+    for (JsonObject r : ratios) {
+      if (!r.has("byRound")) {
+        continue;
+      }
+      StringBuilder line = new StringBuilder(r.get("variant").getAsString() + " / "
+          + r.get("baseline").getAsString() + ", round by round (the variants ran in turn):");
+      String sep = " ";
+      for (String[] figure : ROUND_FIGURES) {
+        com.google.gson.JsonArray values = r.getAsJsonObject("byRound").getAsJsonArray(figure[1]);
+        if (values == null) {
+          continue;
+        }
+        line.append(sep).append(metric(figure[1]).label()).append(' ');
+        for (JsonElement v : values) {
+          line.append(String.format(Locale.ROOT, "%.2f ", v.getAsDouble()));
+        }
+        line.append(String.format(Locale.ROOT, "(median %.2f)",
+            r.getAsJsonObject("byRoundMedian").get(figure[1]).getAsDouble()));
+        sep = "; ";
+      }
+      lines.add(line.toString());
+    }
+    return lines;
   }
 
   private static JsonObject find(List<JsonObject> results, String variant) {
@@ -166,6 +240,7 @@ final class Report {
       leaks.append(String.format(Locale.ROOT, " %19s", v.has("leaks") ? v.get("leaks").getAsString() : "-"));
     }
     out.println(leaks);
+    roundLines(ratios).forEach(out::println);
   }
 
   /** Writes {@code report.md}: the table as Markdown, with the date and the command, for a README. */
@@ -210,6 +285,9 @@ final class Report {
       md.append(' ').append(v.has("leaks") ? v.get("leaks").getAsString() : "-").append(" |");
     }
     md.append(" |".repeat(ratios.size())).append('\n');
+    for (String line : roundLines(ratios)) {
+      md.append('\n').append(line).append('\n');
+    }
     Files.createDirectories(dir);
     Path file = dir.resolve("report.md");
     Files.writeString(file, md, StandardCharsets.UTF_8);

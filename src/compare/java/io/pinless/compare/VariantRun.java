@@ -106,6 +106,7 @@ public final class VariantRun {
     Latencies latencies = new Latencies();
     progress("download: %d clients, %d-byte objects in %d-byte messages, for %d ms",
         options.clients, options.objectBytes, options.messageBytes, options.durationMillis);
+    long jitAtStart = HandshakeStorm.jitMillis();
     long start = System.nanoTime();
     long bytes;
     try (MemoryMonitor memory = new MemoryMonitor(stack::pinnedDirectBytes, stack::clientPinnedDirectBytes);
@@ -122,11 +123,20 @@ public final class VariantRun {
       o.add("memory", memory.summary());
       o.addProperty("heapAllocatedPerPayloadByte", round4((double) memory.allocatedSinceStart() / bytes));
       o.addProperty("cpuNanosPerPayloadByte", round4((double) memory.cpuNanosSinceStart() / bytes));
+      // The JIT compilers' time within the measured window (their threads' elapsed compile time,
+      // summed): on two cores, compilation still going on takes CPU from the event loops.
+      long jitMillis = HandshakeStorm.jitMillis();
+      if (jitMillis >= 0) {
+        o.addProperty("jitSeconds", round((jitMillis - jitAtStart) / 1e3));
+      }
       JsonObject m = o.getAsJsonObject("memory");
-      progress("download: %.0f MB/s; the receiving end's pooled direct %.2f MiB on average, "
-              + "pinless's buffers held by gRPC %.2f MiB",
-          bytes / MB / seconds, m.get("clientPooledDirectPinnedAvgBytes").getAsDouble() / MIB,
-          m.get("pinlessHeldDownstreamAvgBytes").getAsDouble() / MIB);
+      progress("download: %.0f MB/s, %.2f CPU ns per byte; the receiving end's pooled direct "
+              + "%.2f MiB on average, pinless's buffers held by gRPC %.2f MiB; JIT compiling "
+              + "for %.1f s of the %.0f s",
+          bytes / MB / seconds, (double) memory.cpuNanosSinceStart() / bytes,
+          m.get("clientPooledDirectPinnedAvgBytes").getAsDouble() / MIB,
+          m.get("pinlessHeldDownstreamAvgBytes").getAsDouble() / MIB,
+          jitMillis < 0 ? Double.NaN : (jitMillis - jitAtStart) / 1e3, seconds);
       return o;
     }
   }

@@ -39,7 +39,7 @@ class CompareTest {
       "download.memory.pinlessHeldDownstreamAvgBytes",
       "download.memory.pinlessHeldDownstreamPeakBytes",
       "download.heapAllocatedPerPayloadByte", "download.cpuNanosPerPayloadByte",
-      "small.callsPerSecond", "small.calls", "small.throughputMBps",
+      "download.jitSeconds", "small.callsPerSecond", "small.calls", "small.throughputMBps",
       "small.latencyMicros.p50", "small.latencyMicros.p90", "small.latencyMicros.p99",
       "small.memory.inUseAvgBytes", "small.memory.inUsePeakBytes",
       "small.heapAllocatedPerPayloadByte", "small.cpuMicrosPerCall",
@@ -127,6 +127,53 @@ class CompareTest {
     JsonObject failed = Median.of(rounds);
     assertFalse(failed.get("completed").getAsBoolean());
     assertEquals(2, failed.get("leaks").getAsInt());
+  }
+
+  @Test
+  void roundsOfTwoVariantsArePairedRoundByRound() {
+    // pinless 300, 900, 500 MB/s against stock 200, 1000, 600 in the same rounds: the rounds'
+    // ratios are 1.5, 0.9 and 0.833 (median 0.9), while the medians' ratio is 500 / 600 = 0.833
+    double[][] throughputs = {{300, 900, 500}, {200, 1000, 600}};
+    double[][] cpu = {{3, 2, 4}, {4, 2, 2}};
+    List<JsonObject> merged = new ArrayList<>();
+    for (int v = 0; v < 2; v++) {
+      List<JsonObject> rounds = new ArrayList<>();
+      for (int i = 0; i < 3; i++) {
+        rounds.add(JsonParser.parseString("{\"variant\":\"" + (v == 0 ? "pinless-alts" : "stock-alts")
+            + "\",\"completed\":true,\"leaks\":0,\"download\":{\"throughputMBps\":"
+            + throughputs[v][i] + ",\"cpuNanosPerPayloadByte\":" + cpu[v][i] + "}}").getAsJsonObject());
+      }
+      merged.add(Median.of(rounds));
+    }
+    JsonObject ratio = Report.ratios(merged).get(0);
+    assertEquals(0.833, ratio.get("download.throughputMBps").getAsDouble(), 1e-9);
+    assertEquals(List.of(1.5, 0.9, 0.833), doubles(ratio.getAsJsonObject("byRound"), "download.throughputMBps"));
+    assertEquals(0.9, ratio.getAsJsonObject("byRoundMedian").get("download.throughputMBps").getAsDouble(), 1e-9);
+    assertEquals(List.of(0.75, 1.0, 2.0), doubles(ratio.getAsJsonObject("byRound"), "download.cpuNanosPerPayloadByte"));
+    assertEquals(1.0, ratio.getAsJsonObject("byRoundMedian").get("download.cpuNanosPerPayloadByte").getAsDouble(), 1e-9);
+
+    JsonObject report = new JsonObject();
+    com.google.gson.JsonArray variants = new com.google.gson.JsonArray();
+    merged.forEach(variants::add);
+    report.add("variants", variants);
+    com.google.gson.JsonArray ratios = new com.google.gson.JsonArray();
+    ratios.add(ratio);
+    report.add("ratios", ratios);
+    ByteArrayOutputStream shown = new ByteArrayOutputStream();
+    Report.printTable(report, new PrintStream(shown, true, StandardCharsets.UTF_8));
+    String table = shown.toString(StandardCharsets.UTF_8);
+    assertTrue(table.contains("round by round") && table.contains("1.50 0.90 0.83 (median 0.90)"), table);
+
+    // one round each: nothing to pair
+    JsonObject single = Report.ratios(List.of(merged.get(0).deepCopy(), merged.get(1).deepCopy()).stream()
+        .peek(o -> o.remove("rounds")).toList()).get(0);
+    assertFalse(single.has("byRound"));
+  }
+
+  private static List<Double> doubles(JsonObject o, String key) {
+    List<Double> values = new ArrayList<>();
+    o.getAsJsonArray(key).forEach(e -> values.add(e.getAsDouble()));
+    return values;
   }
 
   @Test
