@@ -24,6 +24,8 @@ public final class Options {
       "  --in-flight n            small calls in flight per client (default 32)",
       "  --duration d             measured time of the download and 1 KiB phases (default 20s)",
       "  --warmup d               unmeasured time before each of them (default 5s)",
+      "  --settle d               then warm up on until the JIT compilers settle, at most this much more",
+      "                           (default 60s; 0 for a fixed warm-up)",
       "  --rounds n               run the variants in turn n times; report each figure's median (default 1)",
       "  --out dir                where report.json and report.png go (default target/pinless-report)",
       "  --help                   this text",
@@ -45,6 +47,7 @@ public final class Options {
   int inFlight = 32;
   long durationMillis = 20_000;
   long warmupMillis = 5_000;
+  long settleMillis = 60_000;
   int rounds = 1;
   Path out = Path.of("target", "pinless-report");
 
@@ -92,6 +95,7 @@ public final class Options {
         case "--in-flight":
         case "--duration":
         case "--warmup":
+        case "--settle":
         case "--rounds":
         case "--out":
           if (value == null) {
@@ -109,6 +113,7 @@ public final class Options {
     if (o.quick) {
       o.durationMillis = 3_000;
       o.warmupMillis = 1_000;
+      o.settleMillis = 0;
       o.idleConnections = 200;
     }
     for (Map.Entry<String, String> e : given.entrySet()) {
@@ -165,6 +170,9 @@ public final class Options {
         break;
       case "--warmup":
         warmupMillis = millis(option, value, 0);
+        break;
+      case "--settle":
+        settleMillis = millis(option, value, 0);
         break;
       case "--rounds":
         rounds = count(option, value, 1, 20);
@@ -244,6 +252,7 @@ public final class Options {
         "--small-size", Integer.toString(smallBytes),
         "--in-flight", Integer.toString(inFlight),
         "--duration", durationMillis + "ms",
-        "--warmup", warmupMillis + "ms");
+        "--warmup", warmupMillis + "ms",
+        "--settle", settleMillis + "ms");
   }
 }

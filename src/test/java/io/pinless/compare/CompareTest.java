@@ -39,7 +39,7 @@ class CompareTest {
       "download.memory.pinlessHeldDownstreamAvgBytes",
       "download.memory.pinlessHeldDownstreamPeakBytes",
       "download.heapAllocatedPerPayloadByte", "download.cpuNanosPerPayloadByte",
-      "download.jitSeconds", "small.callsPerSecond", "small.calls", "small.throughputMBps",
+      "download.jitSeconds", "download.warmupSeconds", "small.callsPerSecond", "small.calls", "small.throughputMBps",
       "small.latencyMicros.p50", "small.latencyMicros.p90", "small.latencyMicros.p99",
       "small.memory.inUseAvgBytes", "small.memory.inUsePeakBytes",
       "small.heapAllocatedPerPayloadByte", "small.cpuMicrosPerCall",
@@ -180,7 +180,7 @@ class CompareTest {
   void badOptionsAreOneLineEach() {
     String[][] bad = {
       {"--bogus"}, {"--clients", "x"}, {"--clients", "0"}, {"--transport", "carrier-pigeon"},
-      {"--duration"}, {"--duration", "soon"}, {"--variants", "pinless-alts,mystery"},
+      {"--duration"}, {"--duration", "soon"}, {"--settle", "later"}, {"--variants", "pinless-alts,mystery"},
       {"--object-size", "3MiB", "--message-size", "2MiB"}, {"--variants", "stock-alts,stock-alts"},
       {"--rounds", "0"},
     };
@@ -199,6 +199,10 @@ class CompareTest {
     assertTrue(quick.idleConnections < normal.idleConnections);
     assertEquals(7_000, Options.parse("--duration", "7s", "--quick").durationMillis);
     assertEquals(500, Options.parse("--quick", "--warmup=500ms").warmupMillis);
+    assertEquals(0, quick.settleMillis);
+    assertEquals(60_000, normal.settleMillis);
+    assertEquals(5_000, Options.parse("--quick", "--settle", "5s").settleMillis);
+    assertTrue(Options.parse("--settle", "0").childArgs().containsAll(List.of("--settle", "0ms")));
     assertEquals(64 << 20, Options.parse("--object-size", "64MiB").objectBytes);
     assertEquals(List.of(Variant.STOCK_PLAINTEXT, Variant.PINLESS_PLAINTEXT),
         Options.parse("--variants", "stock-plaintext,pinless-plaintext").variants);
