@@ -224,7 +224,7 @@ public final class HandshakeStorm {
       AtomicInteger failed = new AtomicInteger();
       AtomicLong lastDone = new AtomicLong();
       long cpuAtStart = MemoryMonitor.processCpuNanos();
-      long jitAtStart = jitMillis();
+      long jitAtStart = MemoryMonitor.jitMillis();
       long start = System.nanoTime();
       for (int i = 0; i < connections; i++) {
         ManagedChannel channel = stack.newChannel(port);
@@ -243,7 +243,7 @@ public final class HandshakeStorm {
       }
       result.addProperty("clientCpuSeconds",
           Math.round((MemoryMonitor.processCpuNanos() - cpuAtStart) / 1e7) / 100.0);
-      result.addProperty("clientJitSeconds", Math.round((jitMillis() - jitAtStart) / 10.0) / 100.0);
+      result.addProperty("clientJitSeconds", Math.round((MemoryMonitor.jitMillis() - jitAtStart) / 10.0) / 100.0);
       result.addProperty("connections", connections);
       result.addProperty("seconds", Math.round((lastDone.get() - start) / 1e7) / 100.0);
       result.addProperty("failed", failed.get());
@@ -256,14 +256,6 @@ public final class HandshakeStorm {
     System.exit(0);
   }
 
-  /** Milliseconds the JIT compilers have spent so far (-1 if the JVM does not say). */
-  static long jitMillis() {
-    java.lang.management.CompilationMXBean jit =
-        java.lang.management.ManagementFactory.getCompilationMXBean();
-    return jit != null && jit.isCompilationTimeMonitoringSupported()
-        ? jit.getTotalCompilationTime() : -1;
-  }
-
   /**
    * Waits until this JVM's JIT compilers have been idle for {@link #JIT_QUIET_MILLIS} (at most
    * {@link #JIT_WAIT_MILLIS}). First reads the process's CPU time once, so that what the storm's
@@ -273,11 +265,11 @@ public final class HandshakeStorm {
     MemoryMonitor.processCpuNanos();
     long quietNanos = TimeUnit.MILLISECONDS.toNanos(JIT_QUIET_MILLIS);
     long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(JIT_WAIT_MILLIS);
-    long last = jitMillis();
+    long last = MemoryMonitor.jitMillis();
     long quietSince = System.nanoTime();
     while (last >= 0 && System.nanoTime() < deadline) {
       Thread.sleep(100);
-      long now = jitMillis();
+      long now = MemoryMonitor.jitMillis();
       if (now != last) {
         last = now;
         quietSince = System.nanoTime();

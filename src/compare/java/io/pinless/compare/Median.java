@@ -48,6 +48,14 @@ final class Median {
     return merged;
   }
 
+  /** The median of {@code values} (not empty; left as it is), the mean of the middle two if even. */
+  static double median(List<Double> values) {
+    List<Double> sorted = new ArrayList<>(values);
+    Collections.sort(sorted);
+    int n = sorted.size();
+    return n % 2 == 1 ? sorted.get(n / 2) : (sorted.get(n / 2 - 1) + sorted.get(n / 2)) / 2;
+  }
+
   private static JsonElement dig(JsonObject o, String phase, String key) {
     return o.has(phase) && o.getAsJsonObject(phase).has(key) ? o.getAsJsonObject(phase).get(key) : null;
   }
@@ -78,10 +86,7 @@ final class Median {
       } else if (first.isJsonPrimitive() && first.getAsJsonPrimitive().isNumber()) {
         List<Double> values = new ArrayList<>();
         same.forEach(x -> values.add(x.getAsDouble()));
-        Collections.sort(values);
-        int n = values.size();
-        double median = n % 2 == 1 ? values.get(n / 2) : (values.get(n / 2 - 1) + values.get(n / 2)) / 2;
-        merged.add(e.getKey(), new JsonPrimitive(Math.round(median * 10_000) / 10_000.0));
+        merged.add(e.getKey(), new JsonPrimitive(Math.round(median(values) * 10_000) / 10_000.0));
       } else {
         merged.add(e.getKey(), first.deepCopy());
       }

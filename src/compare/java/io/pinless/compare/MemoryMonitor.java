@@ -1,6 +1,7 @@
 package io.pinless.compare;
 
 import com.sun.management.GarbageCollectionNotificationInfo;
+import java.lang.management.CompilationMXBean;
 import java.lang.management.GarbageCollectorMXBean;
 import java.lang.management.ManagementFactory;
 import java.lang.management.MemoryPoolMXBean;
@@ -69,6 +70,13 @@ final class MemoryMonitor implements AutoCloseable {
   static long processCpuNanos() {
     return ((com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean())
         .getProcessCpuTime();
+  }
+
+  /** Milliseconds the JIT compilers have spent so far (-1 if the JVM does not say). */
+  static long jitMillis() {
+    CompilationMXBean jit = ManagementFactory.getCompilationMXBean();
+    return jit != null && jit.isCompilationTimeMonitoringSupported()
+        ? jit.getTotalCompilationTime() : -1;
   }
 
   /** Heap bytes allocated by every thread of this JVM so far. */

@@ -1,6 +1,7 @@
 package io.pinless.compare;
 
 import com.google.gson.GsonBuilder;
+import com.google.gson.JsonArray;
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import java.awt.Color;
@@ -140,25 +141,22 @@ final class Report {
     JsonObject byRound = new JsonObject();
     JsonObject medians = new JsonObject();
     for (String[] figure : ROUND_FIGURES) {
-      com.google.gson.JsonArray values = new com.google.gson.JsonArray();
-      List<Double> sorted = new ArrayList<>();
+      JsonArray values = new JsonArray();
+      List<Double> ratios = new ArrayList<>();
       for (int i = 0; i < of.getAsJsonArray("rounds").size(); i++) {
         JsonElement a = of.getAsJsonArray("rounds").get(i).getAsJsonObject().get(figure[0]);
         JsonElement b = to.getAsJsonArray("rounds").get(i).getAsJsonObject().get(figure[0]);
         if (a == null || b == null || a.isJsonNull() || b.isJsonNull() || b.getAsDouble() == 0) {
-          sorted.clear();
+          ratios.clear();
           break;
         }
         double r = Math.round(a.getAsDouble() / b.getAsDouble() * 1000) / 1000.0;
         values.add(r);
-        sorted.add(r);
+        ratios.add(r);
       }
-      if (!sorted.isEmpty()) {
-        java.util.Collections.sort(sorted);
-        int n = sorted.size();
-        double median = n % 2 == 1 ? sorted.get(n / 2) : (sorted.get(n / 2 - 1) + sorted.get(n / 2)) / 2;
+      if (!ratios.isEmpty()) {
         byRound.add(figure[1], values);
-        medians.addProperty(figure[1], Math.round(median * 1000) / 1000.0);
+        medians.addProperty(figure[1], Math.round(Median.median(ratios) * 1000) / 1000.0);
       }
     }
     if (byRound.size() > 0) {
@@ -178,7 +176,7 @@ final class Report {
           + r.get("baseline").getAsString() + ", round by round (the variants ran in turn):");
       String sep = " ";
       for (String[] figure : ROUND_FIGURES) {
-        com.google.gson.JsonArray values = r.getAsJsonObject("byRound").getAsJsonArray(figure[1]);
+        JsonArray values = r.getAsJsonObject("byRound").getAsJsonArray(figure[1]);
         if (values == null) {
           continue;
         }

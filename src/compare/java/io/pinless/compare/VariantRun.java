@@ -109,7 +109,7 @@ public final class VariantRun {
     Latencies latencies = new Latencies();
     progress("download: %d clients, %d-byte objects in %d-byte messages, for %d ms",
         options.clients, options.objectBytes, options.messageBytes, options.durationMillis);
-    long jitAtStart = HandshakeStorm.jitMillis();
+    long jitAtStart = MemoryMonitor.jitMillis();
     long start = System.nanoTime();
     long bytes;
     try (MemoryMonitor memory = new MemoryMonitor(stack::pinnedDirectBytes, stack::clientPinnedDirectBytes);
@@ -129,7 +129,7 @@ public final class VariantRun {
       o.addProperty("cpuNanosPerPayloadByte", round4((double) memory.cpuNanosSinceStart() / bytes));
       // The JIT compilers' time within the measured window (their threads' elapsed compile time,
       // summed): on two cores, compilation still going on takes CPU from the event loops.
-      long jitMillis = HandshakeStorm.jitMillis();
+      long jitMillis = MemoryMonitor.jitMillis();
       if (jitMillis >= 0) {
         o.addProperty("jitSeconds", round((jitMillis - jitAtStart) / 1e3));
       }
@@ -301,12 +301,12 @@ public final class VariantRun {
     long start = System.nanoTime();
     loop.runUntil(start + TimeUnit.MILLISECONDS.toNanos(options.warmupMillis));
     long cap = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(options.settleMillis);
-    long jit = HandshakeStorm.jitMillis();
+    long jit = MemoryMonitor.jitMillis();
     double share = Double.NaN;
     while (jit >= 0 && System.nanoTime() - cap < 0) {
       long sliceStart = System.nanoTime();
       loop.runUntil(sliceStart + TimeUnit.MILLISECONDS.toNanos(SETTLE_SLICE_MILLIS));
-      long now = HandshakeStorm.jitMillis();
+      long now = MemoryMonitor.jitMillis();
       share = (now - jit) / ((System.nanoTime() - sliceStart) / 1e6);
       jit = now;
       if (share <= SETTLED_JIT_SHARE) {

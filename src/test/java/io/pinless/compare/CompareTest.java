@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.google.gson.JsonArray;
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
@@ -153,10 +154,10 @@ class CompareTest {
     assertEquals(1.0, ratio.getAsJsonObject("byRoundMedian").get("download.cpuNanosPerPayloadByte").getAsDouble(), 1e-9);
 
     JsonObject report = new JsonObject();
-    com.google.gson.JsonArray variants = new com.google.gson.JsonArray();
+    JsonArray variants = new JsonArray();
     merged.forEach(variants::add);
     report.add("variants", variants);
-    com.google.gson.JsonArray ratios = new com.google.gson.JsonArray();
+    JsonArray ratios = new JsonArray();
     ratios.add(ratio);
     report.add("ratios", ratios);
     ByteArrayOutputStream shown = new ByteArrayOutputStream();
