@@ -7,6 +7,10 @@
 #
 #   mvn -q -Pjmh -DskipTests package
 #   bash docs/bench/alternate-forks.sh [pairs (4)] [messageBytes (1048576)] [more JMH options]
+#
+# WI=n sets the warm-up iterations (3 s each; default 3). The JIT is still compiling well after
+# 9 s (pinless compare found 6-14 s of compiling in a 15 s window after a 5 s warm-up), so the
+# ninth session's pairs use WI=10.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 pairs="${1:-4}"
@@ -18,7 +22,7 @@ trap 'rm -rf "$out"' EXIT
 # One fork of one variant; prints "payload-bytes/s cpu-ns/s heap-bytes/op" from JMH's CSV.
 fork() {
   java -jar target/benchmarks.jar ReadPathBenchmark -p variant="$1" -p messageBytes="$bytes" \
-      -f 1 -wi 3 -i 4 -prof gc -rf csv -rff "$out/$1.csv" "${@:2}" > "$out/$1.log" 2>&1
+      -f 1 -wi "${WI:-3}" -i 4 -prof gc -rf csv -rff "$out/$1.csv" "${@:2}" > "$out/$1.log" 2>&1
   awk -F, '
     /downloadSixteenMebibytes:payloadBytes"/ { pay = $5 }
     /downloadSixteenMebibytes:cpuNanos"/ { cpu = $5 }
