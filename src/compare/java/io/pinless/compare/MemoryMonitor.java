@@ -1,6 +1,7 @@
 package io.pinless.compare;
 
 import com.sun.management.GarbageCollectionNotificationInfo;
+import io.pinless.read.ReadBudget;
 import java.lang.management.CompilationMXBean;
 import java.lang.management.GarbageCollectorMXBean;
 import java.lang.management.ManagementFactory;
@@ -155,7 +156,7 @@ final class MemoryMonitor implements AutoCloseable {
       long heap = Math.max(0, HEAP_AFTER_GC.get());
       long pinned = pinnedDirect.getAsLong();
       long clientPinned = clientPinnedDirect.getAsLong();
-      long tracked = io.pinless.read.ReadBudget.processTrackedBytes();
+      long tracked = ReadBudget.processTrackedBytes();
       synchronized (this) {
         trackedSum += tracked;
         trackedPeak = Math.max(trackedPeak, tracked);

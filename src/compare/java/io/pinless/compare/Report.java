@@ -138,23 +138,15 @@ final class Report {
         || of.getAsJsonArray("rounds").size() != to.getAsJsonArray("rounds").size()) {
       return;
     }
+    JsonArray ofRounds = of.getAsJsonArray("rounds");
+    JsonArray toRounds = to.getAsJsonArray("rounds");
     JsonObject byRound = new JsonObject();
     JsonObject medians = new JsonObject();
     for (String[] figure : ROUND_FIGURES) {
-      JsonArray values = new JsonArray();
-      List<Double> ratios = new ArrayList<>();
-      for (int i = 0; i < of.getAsJsonArray("rounds").size(); i++) {
-        JsonElement a = of.getAsJsonArray("rounds").get(i).getAsJsonObject().get(figure[0]);
-        JsonElement b = to.getAsJsonArray("rounds").get(i).getAsJsonObject().get(figure[0]);
-        if (a == null || b == null || a.isJsonNull() || b.isJsonNull() || b.getAsDouble() == 0) {
-          ratios.clear();
-          break;
-        }
-        double r = Math.round(a.getAsDouble() / b.getAsDouble() * 1000) / 1000.0;
-        values.add(r);
-        ratios.add(r);
-      }
-      if (!ratios.isEmpty()) {
+      List<Double> ratios = roundRatios(ofRounds, toRounds, figure[0]);
+      if (ratios != null) {
+        JsonArray values = new JsonArray();
+        ratios.forEach(values::add);
         byRound.add(figure[1], values);
         medians.addProperty(figure[1], Math.round(Median.median(ratios) * 1000) / 1000.0);
       }
@@ -163,6 +155,20 @@ final class Report {
       ratio.add("byRound", byRound);
       ratio.add("byRoundMedian", medians);
     }
+  }
+
+  /** Each round's ratio of {@code key}, to 3 decimals; null if a round lacks it or divides by 0. */
+  private static List<Double> roundRatios(JsonArray ofRounds, JsonArray toRounds, String key) {
+    List<Double> ratios = new ArrayList<>();
+    for (int i = 0; i < ofRounds.size(); i++) {
+      JsonElement a = ofRounds.get(i).getAsJsonObject().get(key);
+      JsonElement b = toRounds.get(i).getAsJsonObject().get(key);
+      if (a == null || b == null || a.isJsonNull() || b.isJsonNull() || b.getAsDouble() == 0) {
+        return null;
+      }
+      ratios.add(Math.round(a.getAsDouble() / b.getAsDouble() * 1000) / 1000.0);
+    }
+    return ratios;
   }
 
   /** One line per pair with rounds: each round's ratio of the download figures, and the median. */

@@ -32,7 +32,7 @@ public final class VariantRun {
   private static final long SETTLE_MILLIS = 2_000;
   private static final double MB = 1e6;
   /** The warm-up's slices once {@code --warmup} has passed. */
-  private static final long SETTLE_SLICE_MILLIS = 2_000;
+  private static final long JIT_SLICE_MILLIS = 2_000;
   /** The JIT has settled when it compiled for at most this share of a slice. */
   private static final double SETTLED_JIT_SHARE = 0.10;
   /** Calls (connections) being opened at once in the idle phase. */
@@ -287,7 +287,7 @@ public final class VariantRun {
 
   /**
    * Warms a phase up: runs its loop for {@code --warmup}, then on in slices of {@link
-   * #SETTLE_SLICE_MILLIS} until the JIT compilers have compiled for at most {@link
+   * #JIT_SLICE_MILLIS} until the JIT compilers have compiled for at most {@link
    * #SETTLED_JIT_SHARE} of a slice, or {@code --settle} has passed. On two cores compilation that
    * is still going on takes CPU from the event loops: measured at 6 to 14 s of compiling within
    * a 15 s download window after a 5 s warm-up, and the rounds with more compiling were the slow
@@ -305,7 +305,7 @@ public final class VariantRun {
     double share = Double.NaN;
     while (jit >= 0 && System.nanoTime() - cap < 0) {
       long sliceStart = System.nanoTime();
-      loop.runUntil(sliceStart + TimeUnit.MILLISECONDS.toNanos(SETTLE_SLICE_MILLIS));
+      loop.runUntil(sliceStart + TimeUnit.MILLISECONDS.toNanos(JIT_SLICE_MILLIS));
       long now = MemoryMonitor.jitMillis();
       share = (now - jit) / ((System.nanoTime() - sliceStart) / 1e6);
       jit = now;
@@ -318,7 +318,7 @@ public final class VariantRun {
       progress("%s: warmed up for %.1f s", phase, seconds);
     } else {
       progress("%s: warmed up for %.1f s; the JIT compiled for %.0f%% of the last %d ms%s", phase,
-          seconds, share * 100, SETTLE_SLICE_MILLIS,
+          seconds, share * 100, JIT_SLICE_MILLIS,
           share <= SETTLED_JIT_SHARE ? "" : " (not settled: --settle ran out)");
     }
     return seconds;

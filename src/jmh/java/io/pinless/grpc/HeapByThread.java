@@ -33,6 +33,11 @@ public final class HeapByThread {
     int messageBytes = args.length > 1 ? Integer.parseInt(args[1]) : 1 << 20;
     int rounds = args.length > 2 ? Integer.parseInt(args[2]) : 2;
     String[] variants = args.length > 3 ? args[3].split(",") : new String[] {"pinless", "stock"};
+    for (String variant : variants) {
+      if (!variant.equals("pinless") && !variant.equals("stock")) {
+        throw new IllegalArgumentException("unknown variant " + variant + " (pinless or stock)");
+      }
+    }
     for (int round = 1; round <= rounds; round++) {
       for (String variant : variants) {
         Map<String, Long> perCall = run(variant.equals("pinless"), calls, messageBytes);
