@@ -80,10 +80,41 @@ final class MemoryMonitor implements AutoCloseable {
         ? jit.getTotalCompilationTime() : -1;
   }
 
-  /** Heap bytes allocated by every thread of this JVM so far. */
+  /**
+   * {@code com.sun.management.ThreadMXBean.getTotalThreadAllocatedBytes()}, looked up at run time:
+   * JDK 17 has it, but compiling for release 17 on a later JDK does not see it (that JDK's record
+   * of the release 17 API lacks it), so a direct call would not build there. Null where the
+   * running JVM lacks it.
+   */
+  private static final java.lang.reflect.Method TOTAL_ALLOCATED = totalAllocatedMethod();
+
+  private static java.lang.reflect.Method totalAllocatedMethod() {
+    try {
+      return com.sun.management.ThreadMXBean.class.getMethod("getTotalThreadAllocatedBytes");
+    } catch (NoSuchMethodException e) {
+      return null;
+    }
+  }
+
+  /**
+   * Heap bytes allocated by every thread of this JVM so far; where the JVM cannot say for threads
+   * that have ended, by the threads alive now.
+   */
   static long allocatedBytes() {
-    return ((com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean())
-        .getTotalThreadAllocatedBytes();
+    com.sun.management.ThreadMXBean threads =
+        (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
+    if (TOTAL_ALLOCATED != null) {
+      try {
+        return (Long) TOTAL_ALLOCATED.invoke(threads);
+      } catch (ReflectiveOperationException e) {
+        // fall back to the live threads' counts
+      }
+    }
+    long total = 0;
+    for (long bytes : threads.getThreadAllocatedBytes(threads.getAllThreadIds())) {
+      total += Math.max(bytes, 0);
+    }
+    return total;
   }
 
   /** The last line of a class histogram: instances and bytes of every live object. */
