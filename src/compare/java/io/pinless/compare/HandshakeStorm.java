@@ -243,7 +243,8 @@ public final class HandshakeStorm {
       }
       result.addProperty("clientCpuSeconds",
           Math.round((MemoryMonitor.processCpuNanos() - cpuAtStart) / 1e7) / 100.0);
-      result.addProperty("clientJitSeconds", Math.round((MemoryMonitor.jitMillis() - jitAtStart) / 10.0) / 100.0);
+      result.addProperty("clientJitSeconds",
+          Math.round((MemoryMonitor.jitMillis() - jitAtStart) / 10.0) / 100.0);
       result.addProperty("connections", connections);
       result.addProperty("seconds", Math.round((lastDone.get() - start) / 1e7) / 100.0);
       result.addProperty("failed", failed.get());

@@ -8,6 +8,7 @@ import java.lang.management.ManagementFactory;
 import java.lang.management.MemoryPoolMXBean;
 import java.lang.management.MemoryType;
 import java.lang.management.MemoryUsage;
+import java.lang.reflect.Method;
 import java.util.HashSet;
 import java.util.Map;
 import java.util.Set;
@@ -82,39 +83,28 @@ final class MemoryMonitor implements AutoCloseable {
 
   /**
    * {@code com.sun.management.ThreadMXBean.getTotalThreadAllocatedBytes()}, looked up at run time:
-   * JDK 17 has it, but compiling for release 17 on a later JDK does not see it (that JDK's record
-   * of the release 17 API lacks it), so a direct call would not build there. Null where the
-   * running JVM lacks it.
+   * every JDK pinless runs on (17 and later) has it, but compiling for release 17 on a later JDK
+   * does not see it (that JDK's record of the release 17 API lacks it), so a direct call would not
+   * build there.
    */
-  private static final java.lang.reflect.Method TOTAL_ALLOCATED = totalAllocatedMethod();
+  private static final Method TOTAL_ALLOCATED;
 
-  private static java.lang.reflect.Method totalAllocatedMethod() {
+  static {
     try {
-      return com.sun.management.ThreadMXBean.class.getMethod("getTotalThreadAllocatedBytes");
+      TOTAL_ALLOCATED =
+          com.sun.management.ThreadMXBean.class.getMethod("getTotalThreadAllocatedBytes");
     } catch (NoSuchMethodException e) {
-      return null;
+      throw new ExceptionInInitializerError(e);
     }
   }
 
-  /**
-   * Heap bytes allocated by every thread of this JVM so far; where the JVM cannot say for threads
-   * that have ended, by the threads alive now.
-   */
+  /** Heap bytes allocated by every thread of this JVM so far. */
   static long allocatedBytes() {
-    com.sun.management.ThreadMXBean threads =
-        (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
-    if (TOTAL_ALLOCATED != null) {
-      try {
-        return (Long) TOTAL_ALLOCATED.invoke(threads);
-      } catch (ReflectiveOperationException e) {
-        // fall back to the live threads' counts
-      }
+    try {
+      return (Long) TOTAL_ALLOCATED.invoke(ManagementFactory.getThreadMXBean());
+    } catch (ReflectiveOperationException e) {
+      throw new IllegalStateException("cannot read the JVM's allocated bytes", e);
     }
-    long total = 0;
-    for (long bytes : threads.getThreadAllocatedBytes(threads.getAllThreadIds())) {
-      total += Math.max(bytes, 0);
-    }
-    return total;
   }
 
   /** The last line of a class histogram: instances and bytes of every live object. */

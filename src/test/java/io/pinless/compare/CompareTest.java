@@ -40,7 +40,8 @@ class CompareTest {
       "download.memory.pinlessHeldDownstreamAvgBytes",
       "download.memory.pinlessHeldDownstreamPeakBytes",
       "download.heapAllocatedPerPayloadByte", "download.cpuNanosPerPayloadByte",
-      "download.jitSeconds", "download.warmupSeconds", "small.callsPerSecond", "small.calls", "small.throughputMBps",
+      "download.jitSeconds", "download.warmupSeconds",
+      "small.callsPerSecond", "small.calls", "small.throughputMBps",
       "small.latencyMicros.p50", "small.latencyMicros.p90", "small.latencyMicros.p99",
       "small.memory.inUseAvgBytes", "small.memory.inUsePeakBytes",
       "small.heapAllocatedPerPayloadByte", "small.cpuMicrosPerCall",
@@ -181,7 +182,8 @@ class CompareTest {
   void badOptionsAreOneLineEach() {
     String[][] bad = {
       {"--bogus"}, {"--clients", "x"}, {"--clients", "0"}, {"--transport", "carrier-pigeon"},
-      {"--duration"}, {"--duration", "soon"}, {"--settle", "later"}, {"--variants", "pinless-alts,mystery"},
+      {"--duration"}, {"--duration", "soon"}, {"--settle", "later"},
+      {"--variants", "pinless-alts,mystery"},
       {"--object-size", "3MiB", "--message-size", "2MiB"}, {"--variants", "stock-alts,stock-alts"},
       {"--rounds", "0"},
     };
