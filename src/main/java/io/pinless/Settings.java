@@ -16,6 +16,11 @@ import java.util.Locale;
  *       ({@code false}): also stop reading while the channel is not writable.
  *   <li>{@code pinless.alts.crypto} / {@code PINLESS_ALTS_CRYPTO} ({@code auto}): the AES-GCM
  *       provider for ALTS records: {@code auto}, {@code conscrypt} or {@code jdk}.
+ *   <li>{@code pinless.http2.maxFrameSize} / {@code PINLESS_HTTP2_MAX_FRAME_SIZE} (65536): the
+ *       SETTINGS_MAX_FRAME_SIZE a pinless connection advertises, from 16384 (HTTP/2's default,
+ *       which stock grpc-netty keeps: nothing is sent) to 16777215. The peer then sends DATA
+ *       frames up to that size, fewer frames for the same bytes; it is also the longest frame of
+ *       another type (HEADERS, say) that a connection assembles before gRPC sees it.
  * </ul>
  */
 public final class Settings {
@@ -24,6 +29,10 @@ public final class Settings {
   private static final boolean HOLD_WHILE_UNWRITABLE =
       bool("pinless.read.holdWhileUnwritable", false);
   private static final String ALTS_CRYPTO = string("pinless.alts.crypto", "auto");
+  /** HTTP/2's bounds on SETTINGS_MAX_FRAME_SIZE (RFC 9113, section 6.5.2). */
+  private static final long MIN_FRAME_SIZE = 16384;
+  private static final long MAX_FRAME_SIZE = (1 << 24) - 1;
+  private static final int HTTP2_MAX_FRAME_SIZE = frameSize("pinless.http2.maxFrameSize", 65536);
 
   private Settings() {}
 
@@ -42,6 +51,11 @@ public final class Settings {
     return HOLD_WHILE_UNWRITABLE;
   }
 
+  /** The SETTINGS_MAX_FRAME_SIZE a pinless connection advertises. */
+  public static int http2MaxFrameSize() {
+    return HTTP2_MAX_FRAME_SIZE;
+  }
+
   /** The AES-GCM provider setting for ALTS records. */
   public static String altsCrypto() {
     return ALTS_CRYPTO;
@@ -52,7 +66,8 @@ public final class Settings {
     if (value == null) {
       value = System.getenv(property.toUpperCase(Locale.ROOT).replace('.', '_')
           .replace("BUDGETBYTES", "BUDGET_BYTES")
-          .replace("HOLDWHILEUNWRITABLE", "HOLD_WHILE_UNWRITABLE"));
+          .replace("HOLDWHILEUNWRITABLE", "HOLD_WHILE_UNWRITABLE")
+          .replace("MAXFRAMESIZE", "MAX_FRAME_SIZE"));
     }
     return value == null ? defaultValue : value.trim();
   }
@@ -63,6 +78,15 @@ public final class Settings {
       throw new IllegalArgumentException(property + "=" + value + " is not true or false");
     }
     return Boolean.parseBoolean(value);
+  }
+
+  private static int frameSize(String property, int defaultValue) {
+    long value = positiveLong(property, defaultValue);
+    if (value < MIN_FRAME_SIZE || value > MAX_FRAME_SIZE) {
+      throw new IllegalArgumentException(
+          property + "=" + value + " is not in [" + MIN_FRAME_SIZE + ", " + MAX_FRAME_SIZE + "]");
+    }
+    return (int) value;
   }
 
   private static long positiveLong(String property, long defaultValue) {

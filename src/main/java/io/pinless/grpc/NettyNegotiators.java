@@ -16,6 +16,7 @@ import io.grpc.netty.ProtocolNegotiationEvent;
 import io.netty.channel.ChannelHandler;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.handler.codec.ByteToMessageDecoder;
+import io.netty.handler.codec.http2.Http2Settings;
 import io.netty.util.AsciiString;
 import io.pinless.Settings;
 import io.pinless.alts.AltsRecordCodec;
@@ -34,7 +35,10 @@ import java.util.concurrent.Executor;
  * its own. Once a connection is active, the negotiation handler puts {@link ReadOnReadyHandler}
  * at the head of the pipeline and {@link Http2FrameSlicer} in front of grpc-netty's handler,
  * switches that handler's cumulator to {@code COMPOSITE_CUMULATOR} (the slicer hands it whole
- * frames, so it never cumulates), and hands over to grpc-netty.
+ * frames, so it never cumulates), and hands over to grpc-netty. Then it has grpc-netty's encoder
+ * send a second SETTINGS frame with the larger SETTINGS_MAX_FRAME_SIZE pinless advertises (grpc-netty
+ * has no option for it): the encoder queues it as sent, and grpc-netty's decoder applies it to its
+ * frame reader when the peer acknowledges it, as it does its initial settings.
  */
 final class NettyNegotiators {
   /** What the connection runs under the HTTP/2 layer. */
@@ -206,6 +210,7 @@ final class NettyNegotiators {
         // inside the read handler's entry.
         reads.host(newSlicer());
         fireProtocolNegotiationEvent(ctx);
+        advertiseFrameSize(ctx);
         return;
       }
       ctx.pipeline().addBefore(ctx.name(), "pinless-alts-handshake",
@@ -239,6 +244,19 @@ final class NettyNegotiators {
               .build();
       replaceProtocolNegotiationEvent(InternalProtocolNegotiationEvent.withAttributes(event, attrs));
       fireProtocolNegotiationEvent(ctx);
+      advertiseFrameSize(ctx);
+    }
+
+    /** Advertises {@link Settings#http2MaxFrameSize()} unless it is HTTP/2's default. */
+    private void advertiseFrameSize(ChannelHandlerContext ctx) {
+      int size = Settings.http2MaxFrameSize();
+      ChannelHandlerContext grpcCtx = ctx.pipeline().context(grpcHandler);
+      if (size == Http2FrameSlicer.DEFAULT_MAX_FRAME_SIZE || grpcCtx == null) {
+        return;
+      }
+      grpcHandler.encoder().writeSettings(
+          grpcCtx, new Http2Settings().maxFrameSize(size), grpcCtx.newPromise());
+      grpcCtx.flush();
     }
 
     /**
@@ -247,7 +265,7 @@ final class NettyNegotiators {
      */
     private Http2FrameSlicer newSlicer() {
       grpcHandler.setCumulator(ByteToMessageDecoder.COMPOSITE_CUMULATOR);
-      return new Http2FrameSlicer(server, Http2FrameSlicer.DEFAULT_MAX_FRAME_SIZE, budget, true);
+      return new Http2FrameSlicer(server, Settings.http2MaxFrameSize(), budget, true);
     }
   }
 }

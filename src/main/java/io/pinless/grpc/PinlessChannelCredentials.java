@@ -11,6 +11,10 @@ import java.util.concurrent.TimeUnit;
  * port, creds)}, with any event loop (NIO, epoll, io_uring) and channel type the builder is given,
  * Unix domain sockets included. With {@code -Dpinless.enabled=false} (or {@code
  * PINLESS_ENABLED=false}) the same credentials build grpc-netty's stock pipeline.
+ *
+ * <p>A pinless connection advertises an HTTP/2 SETTINGS_MAX_FRAME_SIZE of 64 KiB (16 KiB is
+ * HTTP/2's default and grpc-netty's), so its peer sends DATA in fewer, larger frames; {@code
+ * -Dpinless.http2.maxFrameSize} sets it ({@link io.pinless.Settings}).
  */
 public final class PinlessChannelCredentials {
   private PinlessChannelCredentials() {}

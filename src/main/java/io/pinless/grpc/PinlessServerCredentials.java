@@ -9,6 +9,10 @@ import java.util.concurrent.TimeUnit;
  * with {@code NettyServerBuilder.forPort(port, creds)}, {@code NettyServerBuilder.forAddress(addr,
  * creds)} or {@code Grpc.newServerBuilderForPort(port, creds)}. With {@code
  * -Dpinless.enabled=false} (or {@code PINLESS_ENABLED=false}) they build the stock pipeline.
+ *
+ * <p>A pinless connection advertises an HTTP/2 SETTINGS_MAX_FRAME_SIZE of 64 KiB (16 KiB is
+ * HTTP/2's default and grpc-netty's), so its peer sends DATA in fewer, larger frames; {@code
+ * -Dpinless.http2.maxFrameSize} sets it ({@link io.pinless.Settings}).
  */
 public final class PinlessServerCredentials {
   private PinlessServerCredentials() {}

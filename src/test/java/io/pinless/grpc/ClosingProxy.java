@@ -1,5 +1,6 @@
 package io.pinless.grpc;
 
+import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
@@ -12,7 +13,8 @@ import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * A TCP proxy on loopback that copies bytes both ways and, on {@link #closeAll()}, simply closes
- * its connections (a FIN to both ends), as a peer that goes away gracefully.
+ * its connections (a FIN to both ends), as a peer that goes away gracefully. It can also keep a
+ * copy of what each side sent, for tests that read the bytes on the wire.
  */
 final class ClosingProxy implements AutoCloseable {
   private final ServerSocket listener;
@@ -20,9 +22,19 @@ final class ClosingProxy implements AutoCloseable {
   private final List<Socket> sockets = new CopyOnWriteArrayList<>();
   private final AtomicInteger accepted = new AtomicInteger();
   private final Thread acceptor;
+  /** Where the bytes each side sent are copied to; null when not kept. */
+  private final ByteArrayOutputStream fromClients;
+  private final ByteArrayOutputStream fromServers;
 
   ClosingProxy(int targetPort) throws IOException {
+    this(targetPort, false);
+  }
+
+  /** A proxy that, if {@code keep}, keeps a copy of every byte each side sent. */
+  ClosingProxy(int targetPort, boolean keep) throws IOException {
     this.targetPort = targetPort;
+    this.fromClients = keep ? new ByteArrayOutputStream() : null;
+    this.fromServers = keep ? new ByteArrayOutputStream() : null;
     this.listener = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
     this.acceptor = new Thread(this::acceptLoop, "closing-proxy");
     acceptor.setDaemon(true);
@@ -45,20 +57,25 @@ final class ClosingProxy implements AutoCloseable {
         accepted.incrementAndGet();
         sockets.add(client);
         sockets.add(server);
-        pump(client, server);
-        pump(server, client);
+        pump(client, server, fromClients);
+        pump(server, client, fromServers);
       } catch (IOException e) {
         return; // closed
       }
     }
   }
 
-  private void pump(Socket from, Socket to) {
+  private void pump(Socket from, Socket to, ByteArrayOutputStream copy) {
     Thread t = new Thread(() -> {
       byte[] buf = new byte[16384];
       try (InputStream in = from.getInputStream(); OutputStream out = to.getOutputStream()) {
         int n;
         while ((n = in.read(buf)) >= 0) {
+          if (copy != null) {
+            synchronized (copy) {
+              copy.write(buf, 0, n);
+            }
+          }
           out.write(buf, 0, n);
         }
       } catch (IOException e) {
@@ -67,6 +84,20 @@ final class ClosingProxy implements AutoCloseable {
     }, "closing-proxy-pump");
     t.setDaemon(true);
     t.start();
+  }
+
+  /** What the clients sent so far (one connection's worth in the tests that keep it). */
+  byte[] fromClients() {
+    synchronized (fromClients) {
+      return fromClients.toByteArray();
+    }
+  }
+
+  /** What the servers sent so far. */
+  byte[] fromServers() {
+    synchronized (fromServers) {
+      return fromServers.toByteArray();
+    }
   }
 
   /** Closes every proxied connection, both ends. */

@@ -9,6 +9,8 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 import io.grpc.CallOptions;
 import io.grpc.ClientCall;
 import io.grpc.ConnectivityState;
+import io.grpc.InsecureChannelCredentials;
+import io.grpc.InsecureServerCredentials;
 import io.grpc.ManagedChannel;
 import io.grpc.Metadata;
 import io.grpc.Status;
@@ -17,8 +19,10 @@ import io.grpc.stub.ClientCallStreamObserver;
 import io.grpc.stub.ClientCalls;
 import io.grpc.stub.ClientResponseObserver;
 import io.grpc.stub.StreamObserver;
+import io.pinless.Settings;
 import io.pinless.http2.Http2FrameSlicer;
 import io.pinless.grpc.Loopback.Transport;
+import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.Iterator;
@@ -301,6 +305,97 @@ class PlaintextIntegrationTest {
         assertTrue(ch.awaitTermination(30, TimeUnit.SECONDS));
       }
     }
+  }
+
+  /**
+   * A pinless client advertises a SETTINGS_MAX_FRAME_SIZE above HTTP/2's 16 KiB, so a stock
+   * grpc-netty server sends it larger DATA frames (fewer frames: less work per byte on both ends);
+   * a stock client, the control, keeps the default. Read on the wire, through a proxy.
+   */
+  @ParameterizedTest
+  @ValueSource(booleans = {true, false})
+  void aPinlessClientAdvertisesLargerFramesAndAStockServerSendsThem(boolean pinless)
+      throws Exception {
+    assumeTrue(Settings.http2MaxFrameSize() > 16384, "pinless.http2.maxFrameSize is the default");
+    try (Loopback lb = new Loopback(Transport.NIO, InsecureServerCredentials.create(),
+            InsecureChannelCredentials.create());
+        ClosingProxy proxy = new ClosingProxy(lb.port(), true)) {
+      ManagedChannel channel =
+          lb.newChannel(new InetSocketAddress("127.0.0.1", proxy.port()),
+              pinless ? PinlessChannelCredentials.insecure() : InsecureChannelCredentials.create());
+      try {
+        Iterator<byte[]> it =
+            ClientCalls.blockingServerStreamingCall(channel, TestService.SERVER_STREAM,
+                CallOptions.DEFAULT, TestService.streamRequest(8, 1 << 20));
+        for (int n = 0; n < 8; n++) {
+          assertArrayEquals(message(1 << 20, n), it.next(), "message " + n);
+        }
+        assertTrue(!it.hasNext());
+      } finally {
+        channel.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+      }
+      int largest = largestDataFrame(proxy.fromServers(), 0);
+      if (pinless) {
+        assertTrue(largest > 16384 && largest <= Settings.http2MaxFrameSize(),
+            "largest DATA frame from the stock server: " + largest);
+      } else {
+        assertEquals(16384, largest, "to a stock client: HTTP/2's default maximum");
+      }
+    }
+  }
+
+  /** The same the other way: a stock client uploads to a pinless server in larger frames. */
+  @ParameterizedTest
+  @ValueSource(booleans = {true, false})
+  void aPinlessServerAdvertisesLargerFramesAndAStockClientSendsThem(boolean pinless)
+      throws Exception {
+    assumeTrue(Settings.http2MaxFrameSize() > 16384, "pinless.http2.maxFrameSize is the default");
+    try (Loopback lb = new Loopback(Transport.NIO,
+            pinless ? PinlessServerCredentials.insecure() : InsecureServerCredentials.create(),
+            InsecureChannelCredentials.create());
+        ClosingProxy proxy = new ClosingProxy(lb.port(), true)) {
+      ManagedChannel channel =
+          lb.newChannel(new InetSocketAddress("127.0.0.1", proxy.port()),
+              InsecureChannelCredentials.create());
+      try {
+        CompletableFuture<byte[]> result = new CompletableFuture<>();
+        StreamObserver<byte[]> requests =
+            ClientCalls.asyncClientStreamingCall(
+                channel.newCall(TestService.CLIENT_STREAM, CallOptions.DEFAULT), observer(result));
+        for (int i = 0; i < 8; i++) {
+          requests.onNext(message(1 << 20, i));
+        }
+        requests.onCompleted();
+        ByteBuffer summary = ByteBuffer.wrap(result.get(60, TimeUnit.SECONDS));
+        assertEquals(8L << 20, summary.getLong());
+      } finally {
+        channel.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+      }
+      int largest = largestDataFrame(proxy.fromClients(), 24);
+      if (pinless) {
+        assertTrue(largest > 16384 && largest <= Settings.http2MaxFrameSize(),
+            "largest DATA frame from the stock client: " + largest);
+      } else {
+        assertEquals(16384, largest, "to a stock server: HTTP/2's default maximum");
+      }
+    }
+  }
+
+  /** The largest DATA payload among the whole HTTP/2 frames of {@code wire} after {@code skip}. */
+  private static int largestDataFrame(byte[] wire, int skip) {
+    int largest = -1;
+    int pos = skip;
+    while (pos + 9 <= wire.length) {
+      int length = (wire[pos] & 0xff) << 16 | (wire[pos + 1] & 0xff) << 8 | (wire[pos + 2] & 0xff);
+      if (pos + 9 + length > wire.length) {
+        break;
+      }
+      if (wire[pos + 3] == 0) {
+        largest = Math.max(largest, length);
+      }
+      pos += 9 + length;
+    }
+    return largest;
   }
 
   @Test

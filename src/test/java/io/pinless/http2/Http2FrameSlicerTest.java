@@ -1,6 +1,7 @@
 package io.pinless.http2;
 
 import static io.pinless.http2.Http2Recording.clientStream;
+import static io.pinless.http2.Http2Recording.clientStreamInFrames;
 import static io.pinless.http2.Http2Recording.frames;
 import static io.pinless.http2.Http2Recording.meaning;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
@@ -66,9 +67,12 @@ class Http2FrameSlicerTest {
     }
 
     Run(boolean server, boolean headroom) {
+      this(server, headroom, Http2FrameSlicer.DEFAULT_MAX_FRAME_SIZE);
+    }
+
+    Run(boolean server, boolean headroom, int maxFrameSize) {
       this.headroom = headroom;
-      slicer =
-          new Http2FrameSlicer(server, Http2FrameSlicer.DEFAULT_MAX_FRAME_SIZE, budget, headroom);
+      slicer = new Http2FrameSlicer(server, maxFrameSize, budget, headroom);
       ch = new EmbeddedChannel(slicer, keep);
     }
 
@@ -313,6 +317,49 @@ class Http2FrameSlicerTest {
     assertArrayEquals(header, r.keep.concatenated(), "handed on without waiting for the payload");
     r.feed(new byte[] {1, 2, 3}, 0, 3);
     assertEquals(12, r.keep.concatenated().length, "and everything after it, as it comes");
+    r.finish();
+  }
+
+  @Test
+  void withALargerAdvertisedMaximumFramesLongerThanAReadGoOnInPiecesAtEveryReadSize() {
+    int max = 65536;
+    byte[] stream = clientStreamInFrames(max, 65536, 100, 40000, 70000, 16384, 7);
+    List<String> meant = meaning(stream, 24);
+    List<Http2Recording.Frame> data =
+        frames(stream, 24).stream().filter(f -> f.type() == 0).toList();
+    assertTrue(data.stream().anyMatch(f -> f.length() == max), "frames of the larger size");
+    // The frames under 16 KiB (100 B, the 4464 B tail of the 70000, 7 B, the empty END_STREAM
+    // one), each copied whole or in two pieces with a header each.
+    int small = data.stream().filter(f -> f.length() < 16384).mapToInt(f -> 2 * 9 + f.length()).sum();
+    for (int chunk : new int[] {9, 100, 4096, 16393, 40000, 49152, 65545, 100000}) {
+      Run r = new Run(true, true, max);
+      for (int i = 0; i < stream.length; i += chunk) {
+        r.feed(stream, i, Math.min(stream.length, i + chunk));
+      }
+      r.assertWholeUnits(true);
+      assertEquals(meant, meaning(r.keep.concatenated(), 24), "read size " + chunk);
+      if (chunk >= 4096 && 9 + chunk <= Http2FrameSlicer.PIN_RATIO * (9 + 16384)) {
+        // Reads of up to 64 KiB: every piece of the frames of 16 KiB and more is sliced, however
+        // short the piece, as the frame is at least a quarter of the read buffer.
+        assertTrue(r.slicer.copiedDataBytes() <= small,
+            "read size " + chunk + ": copied " + r.slicer.copiedDataBytes() + " > " + small);
+      }
+      assertEquals(0, r.slicer.heldBytes(), "no DATA byte is held: pieces go on as they come");
+      r.finish();
+    }
+  }
+
+  @Test
+  void anOverlongFrameAboveALargerAdvertisedMaximumIsHandedOnAtOnce() {
+    byte[] allowed = {1, 0, 0, 0, 0, 0, 0, 0, 1}; // DATA of 65536 bytes: the maximum, accepted
+    byte[] header = {1, 0, 1, 0, 0, 0, 0, 0, 1}; // DATA of 65537 bytes: above it
+    Run r = new Run(false, true, 65536);
+    r.feed(allowed, 0, 9);
+    assertTrue(r.keep.handedOn.isEmpty(), "a frame within the maximum waits for its payload");
+    r.feed(new byte[65536], 0, 65536);
+    r.feed(header, 0, 9);
+    assertEquals(9 + 65536 + 9, r.keep.concatenated().length,
+        "the over-long frame's header is handed on without waiting for its payload");
     r.finish();
   }
 

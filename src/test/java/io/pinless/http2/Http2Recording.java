@@ -23,9 +23,22 @@ final class Http2Recording {
 
   /** A client's stream: preface, SETTINGS, HEADERS, DATA of many sizes, control frames. */
   static byte[] clientStream(int... dataSizes) {
+    return clientStreamInFrames(Http2CodecUtil.DEFAULT_MAX_FRAME_SIZE, dataSizes);
+  }
+
+  /**
+   * As {@link #clientStream}, written to a peer that advertised {@code maxFrameSize}: DATA
+   * payloads longer than that are written as several frames.
+   */
+  static byte[] clientStreamInFrames(int maxFrameSize, int... dataSizes) {
     EmbeddedChannel ch = new EmbeddedChannel(new ChannelInboundHandlerAdapter());
     ChannelHandlerContext ctx = ch.pipeline().firstContext();
     DefaultHttp2FrameWriter w = new DefaultHttp2FrameWriter();
+    try {
+      w.maxFrameSize(maxFrameSize);
+    } catch (io.netty.handler.codec.http2.Http2Exception e) {
+      throw new IllegalArgumentException(e);
+    }
     ch.writeOutbound(Http2CodecUtil.connectionPrefaceBuf());
     w.writeSettings(ctx, new Http2Settings().initialWindowSize(1 << 20), ctx.newPromise());
     w.writeHeaders(
