@@ -2,6 +2,7 @@ package io.pinless.grpc;
 
 import io.grpc.ManagedChannel;
 import io.netty.buffer.PooledByteBufAllocator;
+import io.pinless.http2.Http2FrameSlicer;
 import java.lang.management.ManagementFactory;
 import java.util.Map;
 import java.util.TreeMap;
@@ -63,11 +64,18 @@ public final class HeapByThread {
         BenchService.download(channel, request, BYTES_PER_CALL);
       }
       Map<Long, String> names = new TreeMap<>();
+      long slicedBefore = Http2FrameSlicer.totalSlicedDataBytes();
+      long copiedBefore = Http2FrameSlicer.totalCopiedDataBytes();
       Map<Long, Long> before = allocatedByThread(names);
       for (int i = 0; i < calls; i++) {
         BenchService.download(channel, request, BYTES_PER_CALL);
       }
       Map<Long, Long> after = allocatedByThread(names);
+      if (pinless) {
+        System.out.printf("    DATA frame bytes per call: %,d sliced, %,d copied by the slicer%n",
+            (Http2FrameSlicer.totalSlicedDataBytes() - slicedBefore) / calls,
+            (Http2FrameSlicer.totalCopiedDataBytes() - copiedBefore) / calls);
+      }
       // Event loop threads are named multiThreadIoEventLoopGroup-<group>-<n>; the server's group
       // is made first.
       int serverGroup = names.values().stream()

@@ -36,9 +36,9 @@ import java.util.concurrent.Executor;
  * at the head of the pipeline and {@link Http2FrameSlicer} in front of grpc-netty's handler,
  * switches that handler's cumulator to {@code COMPOSITE_CUMULATOR} (the slicer hands it whole
  * frames, so it never cumulates), and hands over to grpc-netty. Then it has grpc-netty's encoder
- * send a second SETTINGS frame with the larger SETTINGS_MAX_FRAME_SIZE pinless advertises (grpc-netty
- * has no option for it): the encoder queues it as sent, and grpc-netty's decoder applies it to its
- * frame reader when the peer acknowledges it, as it does its initial settings.
+ * send a second SETTINGS frame with the larger SETTINGS_MAX_FRAME_SIZE pinless advertises
+ * (grpc-netty has no option for it): the encoder queues it as sent, and grpc-netty's decoder
+ * applies it to its frame reader when the peer acknowledges it, as it does its initial settings.
  */
 final class NettyNegotiators {
   /** What the connection runs under the HTTP/2 layer. */

@@ -330,7 +330,8 @@ class Http2FrameSlicerTest {
     assertTrue(data.stream().anyMatch(f -> f.length() == max), "frames of the larger size");
     // The frames under 16 KiB (100 B, the 4464 B tail of the 70000, 7 B, the empty END_STREAM
     // one), each copied whole or in two pieces with a header each.
-    int small = data.stream().filter(f -> f.length() < 16384).mapToInt(f -> 2 * 9 + f.length()).sum();
+    int small =
+        data.stream().filter(f -> f.length() < 16384).mapToInt(f -> 2 * 9 + f.length()).sum();
     for (int chunk : new int[] {9, 100, 4096, 16393, 40000, 49152, 65545, 100000}) {
       Run r = new Run(true, true, max);
       for (int i = 0; i < stream.length; i += chunk) {
