@@ -39,6 +39,10 @@ import java.util.concurrent.Executor;
  * send a second SETTINGS frame with the larger SETTINGS_MAX_FRAME_SIZE pinless advertises
  * (grpc-netty has no option for it): the encoder queues it as sent, and grpc-netty's decoder
  * applies it to its frame reader when the peer acknowledges it, as it does its initial settings.
+ * The slicer takes the larger size from the start, as a peer may use a setting once it has
+ * received it: before the acknowledgement, grpc-netty's reader answers a frame above 16 KiB that
+ * reaches it whole with FRAME_SIZE_ERROR, while a DATA frame that reads cut reaches it in pieces
+ * it accepts.
  */
 final class NettyNegotiators {
   /** What the connection runs under the HTTP/2 layer. */
