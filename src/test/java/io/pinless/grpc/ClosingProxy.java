@@ -88,15 +88,20 @@ final class ClosingProxy implements AutoCloseable {
 
   /** What the clients sent so far (one connection's worth in the tests that keep it). */
   byte[] fromClients() {
-    synchronized (fromClients) {
-      return fromClients.toByteArray();
-    }
+    return copyOf(fromClients);
   }
 
   /** What the servers sent so far. */
   byte[] fromServers() {
-    synchronized (fromServers) {
-      return fromServers.toByteArray();
+    return copyOf(fromServers);
+  }
+
+  private static byte[] copyOf(ByteArrayOutputStream kept) {
+    if (kept == null) {
+      throw new IllegalStateException("this proxy keeps no copy: make it with keep = true");
+    }
+    synchronized (kept) {
+      return kept.toByteArray();
     }
   }
 

@@ -3,6 +3,7 @@ package io.pinless.grpc;
 import static io.pinless.grpc.TestService.message;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
@@ -330,7 +331,7 @@ class PlaintextIntegrationTest {
         for (int n = 0; n < 8; n++) {
           assertArrayEquals(message(1 << 20, n), it.next(), "message " + n);
         }
-        assertTrue(!it.hasNext());
+        assertFalse(it.hasNext());
       } finally {
         channel.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
       }
