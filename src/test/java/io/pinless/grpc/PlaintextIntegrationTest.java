@@ -22,6 +22,7 @@ import io.grpc.stub.ClientResponseObserver;
 import io.grpc.stub.StreamObserver;
 import io.pinless.Settings;
 import io.pinless.http2.Http2FrameSlicer;
+import io.pinless.http2.Http2Recording;
 import io.pinless.grpc.Loopback.Transport;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
@@ -385,19 +386,8 @@ class PlaintextIntegrationTest {
 
   /** The largest DATA payload among the whole HTTP/2 frames of {@code wire} after {@code skip}. */
   private static int largestDataFrame(byte[] wire, int skip) {
-    int largest = -1;
-    int pos = skip;
-    while (pos + 9 <= wire.length) {
-      int length = (wire[pos] & 0xff) << 16 | (wire[pos + 1] & 0xff) << 8 | (wire[pos + 2] & 0xff);
-      if (pos + 9 + length > wire.length) {
-        break;
-      }
-      if (wire[pos + 3] == 0) {
-        largest = Math.max(largest, length);
-      }
-      pos += 9 + length;
-    }
-    return largest;
+    return Http2Recording.wholeFrames(wire, skip).stream()
+        .filter(f -> f.type() == 0).mapToInt(Http2Recording.Frame::length).max().orElse(-1);
   }
 
   @Test

@@ -18,7 +18,7 @@ import java.util.HexFormat;
 import java.util.List;
 
 /** Test support: HTTP/2 byte streams written by Netty's own frame writer, and a frame parser. */
-final class Http2Recording {
+public final class Http2Recording {
   private Http2Recording() {}
 
   /** A client's stream: preface, SETTINGS, HEADERS, DATA of many sizes, control frames. */
@@ -74,7 +74,7 @@ final class Http2Recording {
   }
 
   /** A frame: its type, its length, and where it starts in the stream. */
-  record Frame(int type, int length, int offset) {}
+  public record Frame(int type, int length, int offset) {}
 
   /**
    * Parses {@code bytes} as whole frames (after {@code skip} bytes).
@@ -82,15 +82,26 @@ final class Http2Recording {
    * @throws AssertionError if the bytes end inside a frame
    */
   static List<Frame> frames(byte[] bytes, int skip) {
+    List<Frame> frames = wholeFrames(bytes, skip);
+    int end = frames.isEmpty() ? skip : frames.get(frames.size() - 1).offset() + 9
+        + frames.get(frames.size() - 1).length();
+    if (end < bytes.length) {
+      throw new AssertionError("a frame cut at " + end + " of " + bytes.length);
+    }
+    return frames;
+  }
+
+  /**
+   * The whole frames of {@code bytes} (after {@code skip} bytes), up to a frame the bytes end
+   * inside (as a copy of a connection's bytes taken while it runs may).
+   */
+  public static List<Frame> wholeFrames(byte[] bytes, int skip) {
     List<Frame> frames = new ArrayList<>();
     int pos = skip;
-    while (pos < bytes.length) {
-      if (bytes.length - pos < 9) {
-        throw new AssertionError("a frame header cut at " + pos + " of " + bytes.length);
-      }
+    while (bytes.length - pos >= 9) {
       int length = (bytes[pos] & 0xff) << 16 | (bytes[pos + 1] & 0xff) << 8 | (bytes[pos + 2] & 0xff);
       if (bytes.length - pos - 9 < length) {
-        throw new AssertionError("a frame of " + length + " cut at " + pos + " of " + bytes.length);
+        break;
       }
       frames.add(new Frame(bytes[pos + 3] & 0xff, length, pos));
       pos += 9 + length;
