@@ -191,12 +191,6 @@ class Http2FrameSlicerTest {
   }
 
   /**
-   * The buffer {@code buf} is a view of, past slices and leak-detection wrappers.
-   *
-   * @param buf borrowed
-   * @return borrowed: no reference is taken
-   */
-  /**
    * The class of the slice gRPC's deframer takes of a message in {@code unit}: grpc-netty's frame
    * reader slices a frame and its DATA payload out of what it is handed (not retained), and the
    * deframer takes a retained slice of the payload per message. Leak-detector wrappers removed.
@@ -218,6 +212,12 @@ class Http2FrameSlicerTest {
     }
   }
 
+  /**
+   * The buffer {@code buf} is a view of, past slices and leak-detection wrappers.
+   *
+   * @param buf borrowed
+   * @return borrowed: no reference is taken
+   */
   private static ByteBuf root(ByteBuf buf) {
     while (buf.unwrap() != null) {
       buf = buf.unwrap();
