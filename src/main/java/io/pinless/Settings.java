@@ -1,5 +1,6 @@
 package io.pinless;
 
+import io.pinless.read.ReadBudget;
 import java.util.Locale;
 
 /**
@@ -25,7 +26,7 @@ import java.util.Locale;
  */
 public final class Settings {
   private static final boolean ENABLED = bool("pinless.enabled", true);
-  private static final long READ_BUDGET_BYTES = positiveLong("pinless.read.budgetBytes", 64L << 20);
+  private static final long READ_BUDGET_BYTES = positiveLong("pinless.read.budgetBytes", ReadBudget.DEFAULT_LIMIT_BYTES);
   private static final boolean HOLD_WHILE_UNWRITABLE =
       bool("pinless.read.holdWhileUnwritable", false);
   private static final String ALTS_CRYPTO = string("pinless.alts.crypto", "auto");

@@ -177,7 +177,7 @@ final class MemoryMonitor implements AutoCloseable {
       long heap = Math.max(0, HEAP_AFTER_GC.get());
       long pinned = pinnedDirect.getAsLong();
       long clientPinned = clientPinnedDirect.getAsLong();
-      long tracked = ReadBudget.processTrackedBytes();
+      long tracked = io.pinless.PinlessMetrics.Metric.TRACKED_BYTES.value();
       synchronized (this) {
         trackedSum += tracked;
         trackedPeak = Math.max(trackedPeak, tracked);

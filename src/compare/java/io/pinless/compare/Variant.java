@@ -270,7 +270,7 @@ enum Variant {
                   .bufferGroupId(RING_GROUP)
                   .bufferRingSize((short) 64)
                   .batchSize(16)
-                  .allocator(new IoUringFixedBufferRingAllocator(alloc, ReadOnReadyHandler.MAX_READ_BYTES))
+                  .allocator(new IoUringFixedBufferRingAllocator(alloc, io.pinless.read.ReadPolicy.MAX_READ_BYTES))
                   .build()));
       }
     }

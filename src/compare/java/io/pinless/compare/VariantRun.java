@@ -289,9 +289,9 @@ public final class VariantRun {
    * Warms a phase up: runs its loop for {@code --warmup}, then on in slices of {@link
    * #JIT_SLICE_MILLIS} until the JIT compilers have compiled for at most {@link
    * #SETTLED_JIT_SHARE} of a slice, or {@code --settle} has passed. On two cores compilation that
-   * is still going on takes CPU from the event loops: measured at 6 to 14 s of compiling within
-   * a 15 s download window after a 5 s warm-up, and the rounds with more compiling were the slow
-   * ones, for either variant.
+   * is still going on takes CPU from the event loops: a fixed 5 s warm-up leaves the JIT compiling
+   * for much of a 15 s download window, and the rounds with the most compiling are the slowest,
+   * for every variant.
    *
    * @return the seconds the warm-up took
    */

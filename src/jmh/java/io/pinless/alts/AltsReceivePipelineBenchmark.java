@@ -5,6 +5,8 @@ import io.netty.buffer.PooledByteBufAllocator;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.embedded.EmbeddedChannel;
+import io.pinless.connection.ConnectionHandler;
+import io.pinless.http2.FrameSlicer;
 import io.pinless.http2.Http2FrameSlicer;
 import io.pinless.read.ReadBudget;
 import io.pinless.read.ReadOnReadyHandler;
@@ -30,15 +32,15 @@ import org.openjdk.jmh.infra.Blackhole;
 
 /**
  * The receiving half of an ALTS connection's pinless pipeline without sockets or gRPC: one
- * 16 KiB record of HTTP/2 DATA frames per operation, read by a {@link ReadOnReadyHandler},
- * opened by an {@link AltsRecordDecoder} and cut into whole frames by an {@link Http2FrameSlicer},
- * to a sink that walks their headers and releases them as grpc-netty would. It compares how the three are
- * arranged, the rest being equal:
+ * 16 KiB record of HTTP/2 DATA frames per operation, read, opened and cut into whole frames, to a
+ * sink that walks their headers and releases them as grpc-netty would. It compares two
+ * arrangements of the same stages, the rest being equal:
  *
  * <ul>
- *   <li>{@code entries}: three pipeline entries (the arrangement before the sixth session);
- *   <li>{@code hosted}: one entry, the read handler hosting the record decoder and encoder, the
- *       slicer inside the decoder (what pinless's ALTS credentials install).
+ *   <li>{@code entries}: three pipeline entries, {@link ReadOnReadyHandler}, {@link
+ *       AltsRecordDecoder} and {@link Http2FrameSlicer};
+ *   <li>{@code connection}: one {@link ConnectionHandler} driving an {@link AltsRecordStage} and a
+ *       {@link FrameSlicer} (what pinless's ALTS credentials install).
  * </ul>
  *
  * <pre>
@@ -57,7 +59,7 @@ public class AltsReceivePipelineBenchmark {
   /** DATA frames in the ring: their bytes end on a record's plaintext and a frame at once. */
   private static final int DATA_FRAMES = 64;
 
-  @Param({"entries", "hosted"})
+  @Param({"entries", "connection"})
   public String arrangement;
 
   private EmbeddedChannel channel;
@@ -128,24 +130,21 @@ public class AltsReceivePipelineBenchmark {
     ring = PooledByteBufAllocator.DEFAULT.directBuffer(records.length).writeBytes(records);
 
     budget = new ReadBudget(64L << 20);
-    ReadOnReadyHandler reads =
-        new ReadOnReadyHandler(budget, false, ReadOnReadyHandler.ALTS_READ_BYTES);
-    Http2FrameSlicer slicer = new Http2FrameSlicer(false, FRAME_SIZE, budget, true);
     channel = new EmbeddedChannel();
     channel.config().setAllocator(PooledByteBufAllocator.DEFAULT);
-    if (arrangement.equals("hosted")) {
-      channel.pipeline().addLast(reads, sink);
+    if (arrangement.equals("connection")) {
+      ConnectionHandler connection = new ConnectionHandler(budget, false, 32 * 1024);
+      AltsRecordStage stage =
+          new AltsRecordStage(AltsRecordProtocol.ALTSRP_GCM_AES128_REKEY, key, false, FRAME_SIZE);
+      connection.install(stage, new FrameSlicer(false, FRAME_SIZE, budget, true));
+      channel.pipeline().addLast(connection, sink);
+      counter = stage.receiveCounter();
+    } else if (arrangement.equals("entries")) {
       AltsRecordDecoder decoder =
           new AltsRecordDecoder(AltsRecordProtocol.ALTSRP_GCM_AES128_REKEY, key, false, FRAME_SIZE);
-      reads.host(decoder, new AltsRecordEncoder(
-          AltsRecordProtocol.ALTSRP_GCM_AES128_REKEY, key, false, FRAME_SIZE));
-      decoder.sliceFrames(slicer);
+      channel.pipeline().addLast(new ReadOnReadyHandler(budget, false, 32 * 1024), decoder,
+          new Http2FrameSlicer(false, FRAME_SIZE, budget, true), sink);
       counter = decoder.counter();
-    } else if (arrangement.equals("entries")) {
-      AltsRecordCodec codec =
-          new AltsRecordCodec(AltsRecordProtocol.ALTSRP_GCM_AES128_REKEY, key, false, FRAME_SIZE);
-      channel.pipeline().addLast(reads, codec, slicer, sink);
-      counter = codec.receiveCounter();
     } else {
       throw new IllegalArgumentException(arrangement);
     }

@@ -65,10 +65,10 @@ import org.openjdk.jmh.infra.Blackhole;
  *       {@code init} and one {@code doFinal(ByteBuffer, ByteBuffer)} per frame's worth of bytes on
  *       direct buffers, no framing, no key derivation. Encryption takes a fresh nonce per call;
  *       decryption opens the same sealed record under the same nonce every time. This is the
- *       limit the issue names; pinless's records no longer go through a {@code Cipher}.
+ *       limit of the JCA path; pinless's records do not go through a {@code Cipher}.
  *   <li>{@code nativeDecrypt} / {@code nativeEncrypt}: the same on Conscrypt's one-shot native
  *       calls ({@link ConscryptAead}), which pinless's records go through when Conscrypt loads: the
- *       limit of what pinless does now (needs Conscrypt).
+ *       limit of what pinless does (needs Conscrypt).
  * </ul>
  *
  * <p>Threads. Every row runs on JMH workers that are fast-thread-local threads of both Netty

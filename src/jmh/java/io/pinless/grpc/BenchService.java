@@ -19,11 +19,10 @@ import java.util.concurrent.ConcurrentHashMap;
  * size and drain into its output in one write, as protobuf's does; the client's reads every byte
  * of a message once (as a protobuf parser would) into a scratch array and keeps only the count.
  *
- * <p>Until the twelfth session the server's stream was a plain {@code ByteArrayInputStream}, which
- * gRPC's framer copies through Guava's {@code ByteStreams.copy}: a new 8 KiB scratch array per
- * message. At 1 KiB messages zeroing those arrays took a quarter of the sending event loop's CPU
- * (the loop that sets the pace) and made up nine tenths of the heap allocated per payload byte,
- * in every variant alike: a cost of the fixture, not of any transport.
+ * <p>Why not a plain {@code ByteArrayInputStream}: gRPC's framer copies one through Guava's
+ * {@code ByteStreams.copy}, a new 8 KiB scratch array per message. At 1 KiB messages that cost
+ * would dominate the sending loop and the heap per byte of every variant alike: a cost of the
+ * fixture, not of any transport.
  */
 final class BenchService {
   static final String SERVICE = "pinless.bench.Download";

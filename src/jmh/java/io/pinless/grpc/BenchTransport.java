@@ -64,7 +64,7 @@ final class BenchTransport implements AutoCloseable {
                           .batchSize(16)
                           .allocator(
                               new IoUringFixedBufferRingAllocator(
-                                  alloc, ReadOnReadyHandler.MAX_READ_BYTES))
+                                  alloc, io.pinless.read.ReadPolicy.MAX_READ_BYTES))
                           .build()));
       }
     }
@@ -107,7 +107,7 @@ final class BenchTransport implements AutoCloseable {
     this.clientGroup = new MultiThreadIoEventLoopGroup(1, kind.ioHandler(alloc));
     ServerCredentials creds = altsHandshakers != null
         ? PinlessServerCredentials.altsBuilder().handshakerAddress(altsHandshakers[1]).build()
-        : NettyNegotiators.serverCredentials(NettyNegotiators.Security.NONE, pinless);
+        : NettyNegotiators.serverCredentials(pinless);
     NettyServerBuilder builder =
         NettyServerBuilder.forAddress(new InetSocketAddress("127.0.0.1", 0), creds)
             .bossEventLoopGroup(serverGroup)
@@ -127,7 +127,7 @@ final class BenchTransport implements AutoCloseable {
     // One credentials object for every client channel, as an application builds it once.
     clientCreds = altsHandshakers != null
         ? PinlessChannelCredentials.altsBuilder().handshakerAddress(altsHandshakers[0]).build()
-        : NettyNegotiators.clientCredentials(NettyNegotiators.Security.NONE, pinless);
+        : NettyNegotiators.clientCredentials(pinless);
   }
 
   /** A new client channel to the server (it connects on first use). */

@@ -64,8 +64,8 @@ public final class HeapByThread {
         BenchService.download(channel, request, BYTES_PER_CALL);
       }
       Map<Long, String> names = new TreeMap<>();
-      long slicedBefore = Http2FrameSlicer.totalSlicedDataBytes();
-      long copiedBefore = Http2FrameSlicer.totalCopiedDataBytes();
+      long slicedBefore = io.pinless.PinlessMetrics.Metric.DATA_BYTES_SLICED.value();
+      long copiedBefore = io.pinless.PinlessMetrics.Metric.DATA_BYTES_COPIED.value();
       Map<Long, Long> before = allocatedByThread(names);
       for (int i = 0; i < calls; i++) {
         BenchService.download(channel, request, BYTES_PER_CALL);
@@ -73,8 +73,8 @@ public final class HeapByThread {
       Map<Long, Long> after = allocatedByThread(names);
       if (pinless) {
         System.out.printf("    DATA frame bytes per call: %,d sliced, %,d copied by the slicer%n",
-            (Http2FrameSlicer.totalSlicedDataBytes() - slicedBefore) / calls,
-            (Http2FrameSlicer.totalCopiedDataBytes() - copiedBefore) / calls);
+            (io.pinless.PinlessMetrics.Metric.DATA_BYTES_SLICED.value() - slicedBefore) / calls,
+            (io.pinless.PinlessMetrics.Metric.DATA_BYTES_COPIED.value() - copiedBefore) / calls);
       }
       // Event loop threads are named multiThreadIoEventLoopGroup-<group>-<n>; the server's group
       // is made first.

@@ -27,9 +27,8 @@ import java.util.Locale;
  * its drift, so their ratio is measured against less noise. The price: code both variants run
  * (gRPC's own classes, and grpc-netty and Netty when both use the unshaded ones) is compiled with
  * what both do, which neither would see alone, and a compilation that suits one variant's types
- * can slow another for the rest of the run (seen once: grpc-alts at 83% of its usual speed for a
- * whole run). Read each variant's own MB/s against other runs before its ratio, and check with
- * forks in turn; both methods' figures are reported side by side in {@code docs/bench}.
+ * can slow another for the rest of the run. Read each variant's own MB/s against other runs
+ * before its ratio, and check with forks in turn ({@code docs/benchmarks.md}).
  *
  * <p>Per window it prints payload MB/s, CPU nanoseconds per payload byte (the process's) and heap
  * bytes allocated per payload byte (every live thread's, from {@code ThreadMXBean}); at the end,

@@ -19,41 +19,44 @@ import io.netty.handler.codec.ByteToMessageDecoder;
 import io.netty.handler.codec.http2.Http2Settings;
 import io.netty.util.AsciiString;
 import io.pinless.Settings;
-import io.pinless.alts.AltsRecordCodec;
-import io.pinless.alts.AltsRecordDecoder;
 import io.pinless.alts.handshake.AltsHandshakeHandler;
 import io.pinless.alts.handshake.AltsHandshakeResult;
-import io.pinless.http2.Http2FrameSlicer;
+import io.pinless.connection.ConnectionHandler;
+import io.pinless.connection.RecordStage;
+import io.pinless.http2.FrameSlicer;
 import io.pinless.read.ReadBudget;
-import io.pinless.read.ReadOnReadyHandler;
+import io.pinless.read.ReadPolicy;
 import java.util.List;
 import java.util.concurrent.Executor;
+import java.util.function.Supplier;
 
 /**
  * The one class that touches grpc-netty's {@code @Internal} negotiator API: it turns the pinless
  * pipeline into {@code ChannelCredentials} and {@code ServerCredentials} the way grpc-alts builds
- * its own. Once a connection is active, the negotiation handler puts {@link ReadOnReadyHandler}
- * at the head of the pipeline and {@link Http2FrameSlicer} in front of grpc-netty's handler,
- * switches that handler's cumulator to {@code COMPOSITE_CUMULATOR} (the slicer hands it whole
- * frames, so it never cumulates), and hands over to grpc-netty. Then it has grpc-netty's encoder
- * send a second SETTINGS frame with the larger SETTINGS_MAX_FRAME_SIZE pinless advertises
- * (grpc-netty has no option for it): the encoder queues it as sent, and grpc-netty's decoder
- * applies it to its frame reader when the peer acknowledges it, as it does its initial settings.
- * The slicer takes the larger size from the start, as a peer may use a setting once it has
- * received it: before the acknowledgement, grpc-netty's reader answers a frame above 16 KiB that
- * reaches it whole with FRAME_SIZE_ERROR, while a DATA frame that reads cut reaches it in pieces
- * it accepts.
+ * its own. Once a connection is active, the negotiation handler puts a {@link ConnectionHandler}
+ * at the head of the pipeline; for ALTS it adds the handshake handler behind it and waits for its
+ * result. Then, in one place ({@code install}), it gives the connection handler its record stage
+ * and frame slicer, switches grpc-netty's cumulator to {@code COMPOSITE_CUMULATOR} (the slicer
+ * hands it whole frames, so it never cumulates), and hands over to grpc-netty.
+ *
+ * <p>Last it has grpc-netty's encoder send a second SETTINGS frame with the larger
+ * SETTINGS_MAX_FRAME_SIZE pinless advertises (grpc-netty has no option for it). grpc-netty's
+ * decoder applies it to its frame reader when the peer acknowledges it. The slicer takes the
+ * larger size from the start: before the acknowledgement, grpc-netty's reader refuses a whole
+ * frame above 16 KiB, while a DATA frame that reads cut reaches it in pieces it accepts.
  */
 final class NettyNegotiators {
-  /** What the connection runs under the HTTP/2 layer. */
-  enum Security {
-    /** h2c. */
-    NONE
-  }
-
   /** How an ALTS connection is secured; null fields are not allowed. */
   record AltsOptions(String handshakerAddress, List<String> targetServiceAccounts,
       long handshakeTimeoutMillis) {}
+
+  /**
+   * How a connection gets its record stage: none (h2c), one made at once by a factory (a record
+   * protocol that needs no handshake), or the one an ALTS handshake keys.
+   */
+  private record Security(Supplier<? extends RecordStage> stages, AltsOptions alts) {
+    static final Security PLAINTEXT = new Security(() -> null, null);
+  }
 
   private static final AsciiString HTTP = AsciiString.of("http");
   private static final AsciiString HTTPS = AsciiString.of("https");
@@ -61,50 +64,61 @@ final class NettyNegotiators {
   private static final int DEFAULT_PLAINTEXT_PORT = 80;
   /** The port an ALTS target without one gets, as in grpc-alts. */
   private static final int DEFAULT_ALTS_PORT = 443;
-
-  /** Connections whose pipeline got the pinless handlers, process-wide. */
-  private static final java.util.concurrent.atomic.LongAdder INSTALLED =
-      new java.util.concurrent.atomic.LongAdder();
+  /**
+   * 32 KiB, near grpc-go's 32.5 KiB: the reads of a connection with a record stage while nothing
+   * sizes them (the handshake); after it the stage asks for reads of whole records.
+   */
+  static final int RECORD_READ_BYTES = 32 * 1024;
 
   private NettyNegotiators() {}
 
-  /** How many connections got the pinless handlers in this process. */
-  static long installed() {
-    return INSTALLED.sum();
+  /** h2c with the pinless pipeline, or, with {@link Settings#enabled()} false, grpc-netty's. */
+  static ChannelCredentials clientCredentials() {
+    return clientCredentials(Settings.enabled());
   }
 
-  static ChannelCredentials clientCredentials(Security security) {
-    return clientCredentials(security, Settings.enabled());
-  }
-
-  static ServerCredentials serverCredentials(Security security) {
-    return serverCredentials(security, Settings.enabled());
+  /** h2c with the pinless pipeline, or, with {@link Settings#enabled()} false, grpc-netty's. */
+  static ServerCredentials serverCredentials() {
+    return serverCredentials(Settings.enabled());
   }
 
   /** With {@code enabled} false: grpc-netty's stock plaintext negotiator. */
-  static ChannelCredentials clientCredentials(Security security, boolean enabled) {
+  static ChannelCredentials clientCredentials(boolean enabled) {
     if (!enabled) {
       return InternalNettyChannelCredentials.create(new StockClientFactory());
     }
-    return InternalNettyChannelCredentials.create(new ClientFactory(null));
+    return InternalNettyChannelCredentials.create(new ClientFactory(Security.PLAINTEXT));
   }
 
   /** With {@code enabled} false: grpc-netty's stock plaintext negotiator. */
-  static ServerCredentials serverCredentials(Security security, boolean enabled) {
+  static ServerCredentials serverCredentials(boolean enabled) {
     if (!enabled) {
       return InternalNettyServerCredentials.create(InternalProtocolNegotiators.serverPlaintext());
     }
-    return InternalNettyServerCredentials.create(new ServerFactory(null));
+    return InternalNettyServerCredentials.create(new ServerFactory(Security.PLAINTEXT));
+  }
+
+  /**
+   * A connection whose records a stage made by {@code stages} opens and seals, installed as soon
+   * as the connection is active: for a record protocol that needs no handshake.
+   */
+  static ChannelCredentials clientCredentials(Supplier<? extends RecordStage> stages) {
+    return InternalNettyChannelCredentials.create(new ClientFactory(new Security(stages, null)));
+  }
+
+  /** The server side of {@link #clientCredentials(Supplier)}. */
+  static ServerCredentials serverCredentials(Supplier<? extends RecordStage> stages) {
+    return InternalNettyServerCredentials.create(new ServerFactory(new Security(stages, null)));
   }
 
   /** ALTS with the pinless pipeline (there is no stock ALTS at runtime to roll back to). */
   static ChannelCredentials altsClientCredentials(AltsOptions alts) {
-    return InternalNettyChannelCredentials.create(new ClientFactory(alts));
+    return InternalNettyChannelCredentials.create(new ClientFactory(new Security(null, alts)));
   }
 
   /** ALTS with the pinless pipeline. */
   static ServerCredentials altsServerCredentials(AltsOptions alts) {
-    return InternalNettyServerCredentials.create(new ServerFactory(alts));
+    return InternalNettyServerCredentials.create(new ServerFactory(new Security(null, alts)));
   }
 
   private static final class StockClientFactory implements InternalProtocolNegotiator.ClientFactory {
@@ -120,57 +134,55 @@ final class NettyNegotiators {
   }
 
   private static final class ClientFactory implements InternalProtocolNegotiator.ClientFactory {
-    /** Null for plaintext. */
-    private final AltsOptions alts;
+    private final Security security;
 
-    ClientFactory(AltsOptions alts) {
-      this.alts = alts;
+    ClientFactory(Security security) {
+      this.security = security;
     }
 
     @Override
     public InternalProtocolNegotiator.ProtocolNegotiator newNegotiator() {
-      return new Negotiator(false, alts);
+      return new Negotiator(false, security);
     }
 
     @Override
     public int getDefaultPort() {
-      return alts == null ? DEFAULT_PLAINTEXT_PORT : DEFAULT_ALTS_PORT;
+      return security.alts() == null ? DEFAULT_PLAINTEXT_PORT : DEFAULT_ALTS_PORT;
     }
   }
 
   private static final class ServerFactory implements InternalProtocolNegotiator.ServerFactory {
-    /** Null for plaintext. */
-    private final AltsOptions alts;
+    private final Security security;
 
-    ServerFactory(AltsOptions alts) {
-      this.alts = alts;
+    ServerFactory(Security security) {
+      this.security = security;
     }
 
     @Override
     public InternalProtocolNegotiator.ProtocolNegotiator newNegotiator(
         ObjectPool<? extends Executor> offloadExecutorPool) {
-      return new Negotiator(true, alts);
+      return new Negotiator(true, security);
     }
   }
 
   private static final class Negotiator implements InternalProtocolNegotiator.ProtocolNegotiator {
     private final boolean server;
-    private final AltsOptions alts;
+    private final Security security;
 
-    Negotiator(boolean server, AltsOptions alts) {
+    Negotiator(boolean server, Security security) {
       this.server = server;
-      this.alts = alts;
+      this.security = security;
     }
 
     @Override
     public AsciiString scheme() {
-      return alts == null ? HTTP : HTTPS;
+      return security.alts() == null ? HTTP : HTTPS;
     }
 
     @Override
     public ChannelHandler newHandler(GrpcHttp2ConnectionHandler grpcHandler) {
       ChannelHandler next = InternalProtocolNegotiators.grpcNegotiationHandler(grpcHandler);
-      ChannelHandler install = new InstallHandler(next, grpcHandler, server, alts);
+      ChannelHandler install = new InstallHandler(next, grpcHandler, server, security);
       return InternalProtocolNegotiators.waitUntilActiveHandler(
           install, grpcHandler.getNegotiationLogger());
     }
@@ -180,41 +192,34 @@ final class NettyNegotiators {
   }
 
   /**
-   * Installs the pinless handlers once the connection is active; for ALTS, waits for the
-   * handshake; then hands over to gRPC.
+   * Puts the connection handler in place once the connection is active; for ALTS, waits for the
+   * handshake; then installs the stages and hands over to gRPC.
    */
   private static final class InstallHandler
       extends InternalProtocolNegotiators.ProtocolNegotiationHandler {
     private final GrpcHttp2ConnectionHandler grpcHandler;
     private final boolean server;
-    private final AltsOptions alts;
-    private ReadBudget budget;
-    /** The connection's read handler, which runs the slicer (plaintext) or the record codec. */
-    private ReadOnReadyHandler reads;
+    private final Security security;
+    private ConnectionHandler connection;
 
     InstallHandler(
         ChannelHandler next, GrpcHttp2ConnectionHandler grpcHandler, boolean server,
-        AltsOptions alts) {
+        Security security) {
       super(next, "pinless", grpcHandler.getNegotiationLogger());
       this.grpcHandler = grpcHandler;
       this.server = server;
-      this.alts = alts;
+      this.security = security;
     }
 
     @Override
     protected void protocolNegotiationEventTriggered(ChannelHandlerContext ctx) {
-      budget = new ReadBudget(Settings.readBudgetBytes());
-      reads = new ReadOnReadyHandler(budget,
+      AltsOptions alts = security.alts();
+      connection = new ConnectionHandler(new ReadBudget(Settings.readBudgetBytes()),
           Settings.holdWhileUnwritable(),
-          alts == null ? ReadOnReadyHandler.MAX_READ_BYTES : ReadOnReadyHandler.ALTS_READ_BYTES);
-      ctx.pipeline().addFirst("pinless-read", reads);
-      INSTALLED.increment();
+          alts == null ? ReadPolicy.MAX_READ_BYTES : RECORD_READ_BYTES);
+      ctx.pipeline().addFirst("pinless", connection);
       if (alts == null) {
-        // Plaintext: the slicer reads straight from the socket's buffers, with their headroom,
-        // inside the read handler's entry.
-        reads.host(newSlicer());
-        fireProtocolNegotiationEvent(ctx);
-        advertiseFrameSize(ctx);
+        install(ctx, security.stages().get());
         return;
       }
       ctx.pipeline().addBefore(ctx.name(), "pinless-alts-handshake",
@@ -228,25 +233,27 @@ final class NettyNegotiators {
         super.userEventTriggered0(ctx, evt);
         return;
       }
-      // The record decoder leaves the same headroom in its plaintext as the read handler does.
-      // The slicer runs inside the decoder (hosted by the read handler, or in a record codec's
-      // entry): no pipeline entry of its own.
-      if (reads.hosted() instanceof AltsRecordDecoder) {
-        ((AltsRecordDecoder) reads.hosted()).sliceFrames(newSlicer());
-      } else {
-        AltsRecordCodec records = ctx.pipeline().get(AltsRecordCodec.class);
-        if (records == null) {
-          throw new IllegalStateException("the ALTS handshake ended without a record decoder");
-        }
-        records.sliceFrames(newSlicer());
-      }
+      AltsHandshakeResult result = (AltsHandshakeResult) evt;
       ProtocolNegotiationEvent event = getProtocolNegotiationEvent();
       Attributes attrs =
           InternalProtocolNegotiationEvent.getAttributes(event).toBuilder()
               .set(GrpcAttributes.ATTR_SECURITY_LEVEL, SecurityLevel.PRIVACY_AND_INTEGRITY)
-              .set(PinlessAltsContext.ATTR, PinlessAltsContext.of((AltsHandshakeResult) evt))
+              .set(PinlessAltsContext.ATTR, PinlessAltsContext.of(result))
               .build();
       replaceProtocolNegotiationEvent(InternalProtocolNegotiationEvent.withAttributes(event, attrs));
+      install(ctx, result.takeRecordStage());
+    }
+
+    /**
+     * Gives the connection handler its stages, has gRPC's handler use the whole frames it is
+     * handed as they are, and hands over to gRPC.
+     *
+     * @param records the record stage, or null for h2c
+     */
+    private void install(ChannelHandlerContext ctx, RecordStage records) {
+      grpcHandler.setCumulator(ByteToMessageDecoder.COMPOSITE_CUMULATOR);
+      connection.install(records, new FrameSlicer(server, Settings.http2MaxFrameSize(),
+          connection.readPolicy().budget(), true));
       fireProtocolNegotiationEvent(ctx);
       advertiseFrameSize(ctx);
     }
@@ -255,21 +262,12 @@ final class NettyNegotiators {
     private void advertiseFrameSize(ChannelHandlerContext ctx) {
       int size = Settings.http2MaxFrameSize();
       ChannelHandlerContext grpcCtx = ctx.pipeline().context(grpcHandler);
-      if (size == Http2FrameSlicer.DEFAULT_MAX_FRAME_SIZE || grpcCtx == null) {
+      if (size == FrameSlicer.DEFAULT_MAX_FRAME_SIZE || grpcCtx == null) {
         return;
       }
       grpcHandler.encoder().writeSettings(
           grpcCtx, new Http2Settings().maxFrameSize(size), grpcCtx.newPromise());
       grpcCtx.flush();
-    }
-
-    /**
-     * A slicer of frames read with headroom (from the read handler or the record decoder); gRPC's
-     * handler, which then only ever gets whole frames, is set to use what it is given as it is.
-     */
-    private Http2FrameSlicer newSlicer() {
-      grpcHandler.setCumulator(ByteToMessageDecoder.COMPOSITE_CUMULATOR);
-      return new Http2FrameSlicer(server, Settings.http2MaxFrameSize(), budget, true);
     }
   }
 }

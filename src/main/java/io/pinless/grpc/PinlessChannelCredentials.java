@@ -21,7 +21,7 @@ public final class PinlessChannelCredentials {
 
   /** Plaintext HTTP/2 (h2c) with the pinless read path. */
   public static ChannelCredentials insecure() {
-    return NettyNegotiators.clientCredentials(NettyNegotiators.Security.NONE);
+    return NettyNegotiators.clientCredentials();
   }
 
   /**

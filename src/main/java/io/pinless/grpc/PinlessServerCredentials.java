@@ -19,7 +19,7 @@ public final class PinlessServerCredentials {
 
   /** Plaintext HTTP/2 (h2c) with the pinless read path. */
   public static ServerCredentials insecure() {
-    return NettyNegotiators.serverCredentials(NettyNegotiators.Security.NONE);
+    return NettyNegotiators.serverCredentials();
   }
 
   /**

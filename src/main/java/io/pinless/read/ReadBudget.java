@@ -1,14 +1,14 @@
 package io.pinless.read;
 
 import io.netty.buffer.ByteBuf;
+import io.pinless.PinlessMetrics.Metric;
 import java.util.Arrays;
-import java.util.concurrent.atomic.LongAdder;
 
 /**
  * The inbound memory a connection has handed on and that is still held downstream, against a
- * limit. {@link io.pinless.http2.Http2FrameSlicer} tracks every buffer whose bytes it hands on
- * (the read buffers it slices, the copies it makes); {@link ReadOnReadyHandler} reads no more
- * while the tracked total is above the limit.
+ * limit. The frame slicer ({@link io.pinless.http2.FrameSlicer}) tracks every buffer whose bytes
+ * it hands on (the read buffers it slices, the copies it makes); the {@link ReadPolicy} reads no
+ * more while the tracked total is above the limit.
  *
  * <p>Ownership: tracking a buffer takes one reference to it, held here. A tracked buffer counts
  * its capacity (what it pins in the pool) until that reference is the only one left, which means
@@ -18,8 +18,8 @@ import java.util.concurrent.atomic.LongAdder;
  * handed on, so handing on a slice of a read buffer allocates nothing.
  *
  * <p>Confined to the channel's event loop. The total may overstate until the next sweep, never
- * understate: {@link ReadOnReadyHandler} sweeps after every read batch and, while anything is
- * tracked, on a timer of at most {@link ReadOnReadyHandler#MAX_SWEEP_MILLIS} ms, so a buffer
+ * understate: the {@link ReadPolicy} sweeps after every read batch and, while anything is
+ * tracked, on a timer of at most {@link ReadPolicy#MAX_SWEEP_MILLIS} ms, so a buffer
  * outlives its last downstream release by at most that; a budget also sweeps when its table is
  * full and before it says it is exceeded.
  *
@@ -31,16 +31,14 @@ public final class ReadBudget {
   public static final long DEFAULT_LIMIT_BYTES = 64L << 20;
   /** The table's first size. */
   private static final int INITIAL_SLOTS = 4;
-  /** Process-wide: the capacities of the buffers every budget tracks. */
-  private static final LongAdder PROCESS_TRACKED = new LongAdder();
 
   private final long limitBytes;
   /**
    * The tracked buffers, each with one reference held by this budget; {@code [0, count)}. Made on
    * the first {@link #track}, doubled when a sweep cannot make room, and given back by {@link
-   * #trim} once nothing is tracked: {@link ReadOnReadyHandler} trims a connection that has gone
-   * quiet, not after every read batch (building it again after most batches of a download cost
-   * 18 KB of heap per 16 MiB), so an idle connection keeps no table.
+   * #trim} once nothing is tracked: the {@link ReadPolicy} trims a connection that has gone quiet,
+   * not after every read batch (building the table again after most batches of a download costs
+   * heap), so an idle connection keeps no table.
    */
   private ByteBuf[] tracked;
   /** The capacity each tracked buffer had when tracked (what it is counted for). */
@@ -55,16 +53,6 @@ public final class ReadBudget {
       throw new IllegalArgumentException("limitBytes " + limitBytes + " must be positive");
     }
     this.limitBytes = limitBytes;
-  }
-
-  /**
-   * Process-wide: the capacities of the buffers all budgets track, that is the pooled memory the
-   * handlers behind pinless (gRPC, for messages not yet delivered and consumed) still hold of what
-   * pinless handed on. It may overstate by what was released since the budgets' last sweeps (at
-   * most {@link ReadOnReadyHandler#MAX_SWEEP_MILLIS} ms ago).
-   */
-  public static long processTrackedBytes() {
-    return PROCESS_TRACKED.sum();
   }
 
   /** The limit in bytes. */
@@ -92,7 +80,7 @@ public final class ReadBudget {
     capacities[count] = capacity;
     tracked[count++] = buf.retain();
     trackedBytes += capacity;
-    PROCESS_TRACKED.add(capacity);
+    Metric.TRACKED_BYTES.add(capacity);
   }
 
   /** The capacity of the tracked buffers still held downstream, after a sweep. */
@@ -152,7 +140,7 @@ public final class ReadBudget {
     if (count > kept) {
       Arrays.fill(tracked, kept, count, null);
       trackedBytes -= released;
-      PROCESS_TRACKED.add(-released);
+      Metric.TRACKED_BYTES.add(-released);
     }
     count = kept;
   }
@@ -162,7 +150,7 @@ public final class ReadBudget {
     for (int i = 0; i < count; i++) {
       tracked[i].release();
     }
-    PROCESS_TRACKED.add(-trackedBytes);
+    Metric.TRACKED_BYTES.add(-trackedBytes);
     tracked = null;
     capacities = null;
     count = 0;

@@ -23,7 +23,7 @@ import io.netty.buffer.Unpooled;
 import io.netty.channel.embedded.EmbeddedChannel;
 import io.pinless.alts.AltsRecordException.Reason;
 import io.pinless.alts.RecordChannels.Capture;
-import io.pinless.read.ReadOnReadyHandler;
+import io.pinless.connection.ConnectionHandler;
 import io.pinless.testing.Hex;
 import java.util.Arrays;
 import javax.crypto.AEADBadTagException;
@@ -351,14 +351,13 @@ class AltsRecordDecoderTest {
   }
 
   @Test
-  void behindAReadHandlerTheRestOfACutRecordIsReadStraightIntoItsBuffer() {
+  void inAConnectionTheRestOfACutRecordIsReadStraightIntoItsBuffer() {
     byte[] message = pattern(40000, 5);
     byte[] stream = encode(ALTSRP_GCM_AES128_REKEY, KEY44, false, 65536, message);
-    io.pinless.read.ReadOnReadyHandler reads =
-        new io.pinless.read.ReadOnReadyHandler(new io.pinless.read.ReadBudget(Long.MAX_VALUE), false);
-    AltsRecordDecoder decoder = new AltsRecordDecoder(ALTSRP_GCM_AES128_REKEY, KEY44, true, 65536);
+    AltsRecordStage decoder = new AltsRecordStage(ALTSRP_GCM_AES128_REKEY, KEY44, true, 65536);
+    ConnectionHandler connection = connection(decoder);
     Capture capture = new Capture();
-    EmbeddedChannel ch = new EmbeddedChannel(reads, decoder, capture);
+    EmbeddedChannel ch = new EmbeddedChannel(connection, capture);
     io.netty.channel.RecvByteBufAllocator.Handle handle =
         ch.config().getRecvByteBufAllocator().newHandle();
     handle.reset(ch.config());
@@ -385,15 +384,23 @@ class AltsRecordDecoderTest {
     assertEquals(0, after.readerIndex(), "between records: fresh");
     assertEquals(65536, after.writableBytes(), "between records: one whole frame");
     after.release();
-    ch.pipeline().remove(decoder);
+    ch.pipeline().remove(connection);
     ch.finishAndReleaseAll();
+  }
+
+  /** A connection handler whose record stage is {@code stage}, with no frame slicer. */
+  private static ConnectionHandler connection(AltsRecordStage stage) {
+    ConnectionHandler connection =
+        new ConnectionHandler(new io.pinless.read.ReadBudget(Long.MAX_VALUE), false, 48 * 1024);
+    connection.install(stage, null);
+    return connection;
   }
 
   @Test
   void aSmallRestOfACutRecordIsReadWithOneWholeFrameBehindIt() {
-    ReadOnReadyHandler reads = new ReadOnReadyHandler(new io.pinless.read.ReadBudget(Long.MAX_VALUE), false);
-    AltsRecordDecoder decoder = new AltsRecordDecoder(ALTSRP_GCM_AES128_REKEY, KEY44, true, 16384);
-    EmbeddedChannel ch = new EmbeddedChannel(reads, decoder, new Capture());
+    AltsRecordStage decoder = new AltsRecordStage(ALTSRP_GCM_AES128_REKEY, KEY44, true, 16384);
+    ConnectionHandler reads = connection(decoder);
+    EmbeddedChannel ch = new EmbeddedChannel(reads, new Capture());
     io.netty.channel.RecvByteBufAllocator.Handle handle =
         ch.config().getRecvByteBufAllocator().newHandle();
     handle.reset(ch.config());
@@ -405,18 +412,18 @@ class AltsRecordDecoderTest {
     ch.writeInbound(restAndFrame);
     assertEquals(0, decoder.heldBytes());
     // A rest as large as the read limit: asked for, capped at 64 KiB.
-    ReadOnReadyHandler big = new ReadOnReadyHandler(new io.pinless.read.ReadBudget(Long.MAX_VALUE), false);
-    AltsRecordDecoder wide = new AltsRecordDecoder(ALTSRP_GCM_AES128_REKEY, KEY44, true, 1 << 20);
-    EmbeddedChannel ch2 = new EmbeddedChannel(big, wide, new Capture());
+    ConnectionHandler big = connection(
+        new AltsRecordStage(ALTSRP_GCM_AES128_REKEY, KEY44, true, 1 << 20));
+    EmbeddedChannel ch2 = new EmbeddedChannel(big, new Capture());
     io.netty.channel.RecvByteBufAllocator.Handle handle2 =
         ch2.config().getRecvByteBufAllocator().newHandle();
     handle2.reset(ch2.config());
     ByteBuf capped = handle2.allocate(ch2.alloc());
     assertEquals(65536, capped.writableBytes());
     capped.release();
-    ch.pipeline().remove(decoder);
+    ch.pipeline().remove(reads);
     ch.finishAndReleaseAll();
-    ch2.pipeline().remove(wide);
+    ch2.pipeline().remove(big);
     ch2.finishAndReleaseAll();
   }
 }

@@ -144,9 +144,9 @@ class AltsIntegrationTest {
     ManagedChannel channel = channel(server, pinlessChannelCreds("server-sa"));
     try {
       unaryAtSizes(channel, 0, 1, 16383, 16384, 16385, 1 << 20, 16 << 20);
-      long slicedBefore = Http2FrameSlicer.totalSlicedDataBytes();
-      long copiedBefore = Http2FrameSlicer.totalCopiedDataBytes();
-      long recordCopiesBefore = io.pinless.alts.AltsRecordDecoder.totalCopiedCiphertextBytes();
+      long slicedBefore = io.pinless.PinlessMetrics.Metric.DATA_BYTES_SLICED.value();
+      long copiedBefore = io.pinless.PinlessMetrics.Metric.DATA_BYTES_COPIED.value();
+      long recordCopiesBefore = io.pinless.PinlessMetrics.Metric.RECORD_BYTES_COPIED.value();
       Iterator<byte[]> it =
           ClientCalls.blockingServerStreamingCall(
               channel, TestService.SERVER_STREAM, CallOptions.DEFAULT,
@@ -157,16 +157,16 @@ class AltsIntegrationTest {
         n++;
       }
       assertEquals(20, n);
-      long sliced = Http2FrameSlicer.totalSlicedDataBytes() - slicedBefore;
-      long copied = Http2FrameSlicer.totalCopiedDataBytes() - copiedBefore;
+      long sliced = io.pinless.PinlessMetrics.Metric.DATA_BYTES_SLICED.value() - slicedBefore;
+      long copied = io.pinless.PinlessMetrics.Metric.DATA_BYTES_COPIED.value() - copiedBefore;
       // Records of 48 KiB decode into buffers that 16 KiB DATA frames may be sliced from.
       assertTrue(sliced + copied >= 20L << 20, "every DATA byte went through the slicer");
       assertTrue(copied * 10 < sliced + copied,
           "copied " + copied + " of " + (sliced + copied) + " DATA bytes");
       long recordCopies =
-          io.pinless.alts.AltsRecordDecoder.totalCopiedCiphertextBytes() - recordCopiesBefore;
-      // Reads sized to whole records: few cut one (with 32 KiB reads of 48 KiB records, 63% of
-      // the bytes were copied out of the reads that cut them).
+          io.pinless.PinlessMetrics.Metric.RECORD_BYTES_COPIED.value() - recordCopiesBefore;
+      // Reads sized to whole records: few cut one (fixed reads smaller than a record would copy
+      // most of the bytes out of the reads that cut them).
       assertTrue(recordCopies * 10 < sliced + copied,
           "copied " + recordCopies + " record bytes out of cut reads for " + (sliced + copied)
               + " DATA bytes");

@@ -83,7 +83,7 @@ final class Loopback implements AutoCloseable {
                           .batchSize(16)
                           .allocator(
                               new IoUringFixedBufferRingAllocator(
-                                  PooledByteBufAllocator.DEFAULT, ReadOnReadyHandler.MAX_READ_BYTES))
+                                  PooledByteBufAllocator.DEFAULT, io.pinless.read.ReadPolicy.MAX_READ_BYTES))
                           .build()));
         default:
           return IoUringIoHandler.newFactory();

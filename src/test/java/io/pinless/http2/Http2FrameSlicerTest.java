@@ -15,8 +15,8 @@ import io.netty.buffer.PooledByteBufAllocator;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.embedded.EmbeddedChannel;
+import io.pinless.PinlessMetrics.Metric;
 import io.pinless.read.ReadBudget;
-import io.pinless.read.ReadOnReadyHandler;
 import java.io.ByteArrayOutputStream;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -59,7 +59,7 @@ class Http2FrameSlicerTest {
     final Keep keep = new Keep();
     final EmbeddedChannel ch;
 
-    /** Whether reads carry ReadOnReadyHandler's headroom (and the slicer splits DATA). */
+    /** Whether reads carry the slicer's headroom (and it splits DATA). */
     final boolean headroom;
 
     Run(boolean server) {
@@ -70,6 +70,10 @@ class Http2FrameSlicerTest {
       this(server, headroom, Http2FrameSlicer.DEFAULT_MAX_FRAME_SIZE);
     }
 
+    /** The process-wide DATA counters when the run started: tests run one at a time. */
+    final long slicedAtStart = Metric.DATA_BYTES_SLICED.value();
+    final long copiedAtStart = Metric.DATA_BYTES_COPIED.value();
+
     Run(boolean server, boolean headroom, int maxFrameSize) {
       this.headroom = headroom;
       slicer = new Http2FrameSlicer(server, maxFrameSize, budget, headroom);
@@ -77,7 +81,7 @@ class Http2FrameSlicerTest {
     }
 
     void feed(byte[] stream, int from, int to) {
-      int room = headroom ? ReadOnReadyHandler.HEADROOM_BYTES : 0;
+      int room = headroom ? FrameSlicer.HEADROOM_BYTES : 0;
       ByteBuf read = PooledByteBufAllocator.DEFAULT.directBuffer(room + to - from);
       read.writerIndex(room).readerIndex(room);
       read.writeBytes(stream, from, to - from);
@@ -94,6 +98,16 @@ class Http2FrameSlicerTest {
           frames(unit, 0);
         }
       }
+    }
+
+    /** DATA frame bytes this run's slicer handed on as slices. */
+    long slicedDataBytes() {
+      return Metric.DATA_BYTES_SLICED.value() - slicedAtStart;
+    }
+
+    /** DATA frame bytes this run's slicer copied. */
+    long copiedDataBytes() {
+      return Metric.DATA_BYTES_COPIED.value() - copiedAtStart;
     }
 
     void finish() {
@@ -157,7 +171,7 @@ class Http2FrameSlicerTest {
     Run r = new Run(false, true);
     for (int[] range : new int[][] {{0, cut}, {cut, stream.length}}) {
       ByteBuf read = PooledByteBufAllocator.DEFAULT.directBuffer(32768);
-      read.writerIndex(ReadOnReadyHandler.HEADROOM_BYTES).readerIndex(ReadOnReadyHandler.HEADROOM_BYTES);
+      read.writerIndex(FrameSlicer.HEADROOM_BYTES).readerIndex(FrameSlicer.HEADROOM_BYTES);
       read.writeBytes(stream, range[0], range[1] - range[0]);
       int before = r.keep.handedOn.size();
       r.ch.writeInbound(read);
@@ -186,7 +200,7 @@ class Http2FrameSlicerTest {
       }
     }
     assertEquals(List.of(6000, 10384, 0), dataLengths, "the frame in two pieces, then END_STREAM");
-    assertEquals(9, r.slicer.copiedDataBytes(), "only the empty END_STREAM frame is copied");
+    assertEquals(9, r.copiedDataBytes(), "only the empty END_STREAM frame is copied");
     r.finish();
   }
 
@@ -237,7 +251,7 @@ class Http2FrameSlicerTest {
     }
     r.assertWholeUnits(false);
     assertEquals(meaning(stream, 0), meaning(r.keep.concatenated(), 0));
-    assertEquals(9, r.slicer.copiedDataBytes(), "only the empty END_STREAM frame is copied");
+    assertEquals(9, r.copiedDataBytes(), "only the empty END_STREAM frame is copied");
     r.finish();
   }
 
@@ -275,8 +289,8 @@ class Http2FrameSlicerTest {
     Run r = new Run(false);
     r.ch.writeInbound(read);
     // The empty END_STREAM DATA frame is copied too: an empty slice would pin the buffer.
-    assertEquals(9 + 100 + 9, r.slicer.copiedDataBytes(), "the 100-byte payload would pin 64 KiB");
-    assertEquals(9 + 16384, r.slicer.slicedDataBytes());
+    assertEquals(9 + 100 + 9, r.copiedDataBytes(), "the 100-byte payload would pin 64 KiB");
+    assertEquals(9 + 16384, r.slicedDataBytes());
     assertEquals(2, read.refCnt(), "the read buffer lives on: the DATA slice and the budget hold it");
     // The large DATA frame's slice pins its 64 KiB buffer: at most 4 times its 16384 bytes.
     assertTrue(65536 <= Http2FrameSlicer.PIN_RATIO * 16384);
@@ -296,7 +310,7 @@ class Http2FrameSlicerTest {
     r.feed(stream, cut, stream.length);
     assertArrayEquals(stream, r.keep.concatenated());
     r.assertWholeUnits(false);
-    assertEquals(9 + 16384, r.slicer.slicedDataBytes(), "both parts sliced, none copied");
+    assertEquals(9 + 16384, r.slicedDataBytes(), "both parts sliced, none copied");
     r.finish();
   }
 
@@ -319,12 +333,12 @@ class Http2FrameSlicerTest {
       if (capacity == 32768) {
         // The whole frame is half of each buffer: sliced from both; only the empty END_STREAM
         // DATA frame after it is copied.
-        assertEquals(9, r.slicer.copiedDataBytes());
-        assertEquals(9 + 16384, r.slicer.slicedDataBytes());
+        assertEquals(9, r.copiedDataBytes());
+        assertEquals(9 + 16384, r.slicedDataBytes());
       } else {
         // A 256 KiB buffer is 16 times the frame: its 100 bytes are copied, not pinned.
-        assertEquals(100 + 9, r.slicer.copiedDataBytes());
-        assertEquals(9 + 16384 - 100, r.slicer.slicedDataBytes());
+        assertEquals(100 + 9, r.copiedDataBytes());
+        assertEquals(9 + 16384 - 100, r.slicedDataBytes());
       }
       r.finish();
     }
@@ -365,8 +379,8 @@ class Http2FrameSlicerTest {
       if (chunk >= 4096 && 9 + chunk <= Http2FrameSlicer.PIN_RATIO * (9 + 16384)) {
         // Reads of up to 64 KiB: every piece of the frames of 16 KiB and more is sliced, however
         // short the piece, as the frame is at least a quarter of the read buffer.
-        assertTrue(r.slicer.copiedDataBytes() <= small,
-            "read size " + chunk + ": copied " + r.slicer.copiedDataBytes() + " > " + small);
+        assertTrue(r.copiedDataBytes() <= small,
+            "read size " + chunk + ": copied " + r.copiedDataBytes() + " > " + small);
       }
       assertEquals(0, r.slicer.heldBytes(), "no DATA byte is held: pieces go on as they come");
       r.finish();

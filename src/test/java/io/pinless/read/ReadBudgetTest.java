@@ -41,17 +41,17 @@ class ReadBudgetTest {
     ReadBudget budget = new ReadBudget(1_000_000);
     ByteBuf a = PooledByteBufAllocator.DEFAULT.directBuffer(12_345);
     ByteBuf b = PooledByteBufAllocator.DEFAULT.directBuffer(54_321);
-    long before = ReadBudget.processTrackedBytes();
+    long before = io.pinless.PinlessMetrics.Metric.TRACKED_BYTES.value();
     budget.track(a);
     budget.track(b);
-    long tracking = ReadBudget.processTrackedBytes();
+    long tracking = io.pinless.PinlessMetrics.Metric.TRACKED_BYTES.value();
     ByteBuf sliceOfB = b.retainedSlice(0, 10);
     a.release();
     b.release();
     budget.sweep(); // a is no longer held downstream; b is, by its slice
-    long afterSweep = ReadBudget.processTrackedBytes();
+    long afterSweep = io.pinless.PinlessMetrics.Metric.TRACKED_BYTES.value();
     budget.releaseAll();
-    long afterReleaseAll = ReadBudget.processTrackedBytes();
+    long afterReleaseAll = io.pinless.PinlessMetrics.Metric.TRACKED_BYTES.value();
     sliceOfB.release();
     assertEquals(12_345 + 54_321, tracking - before);
     assertEquals(54_321, afterSweep - before, "the sweep took a's capacity off");

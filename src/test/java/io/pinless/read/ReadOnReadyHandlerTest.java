@@ -37,6 +37,9 @@ class ReadOnReadyHandlerTest {
     }
   }
 
+  /** The headroom a stage above asks for: an HTTP/2 frame header. */
+  private static final int HEADROOM = 9;
+
   private static final class Setup {
     final ReadCounter counter = new ReadCounter();
     /** The read requests made by the handlers behind the read handler. */
@@ -47,6 +50,7 @@ class ReadOnReadyHandlerTest {
 
     Setup(boolean holdWhileUnwritable) {
       handler = new ReadOnReadyHandler(budget, holdWhileUnwritable);
+      handler.policy().headroom(HEADROOM);
       ch.pipeline().addLast(counter, handler, asked, new AsksForReads());
     }
   }
@@ -57,7 +61,7 @@ class ReadOnReadyHandlerTest {
     assertFalse(s.ch.config().isAutoRead());
     RecvByteBufAllocator.Handle handle = s.ch.config().getRecvByteBufAllocator().newHandle();
     handle.reset(s.ch.config());
-    assertEquals(ReadOnReadyHandler.MAX_READ_BYTES, handle.guess(), "reads start at the maximum");
+    assertEquals(io.pinless.read.ReadPolicy.MAX_READ_BYTES, handle.guess(), "reads start at the maximum");
     assertTrue(handle instanceof RecvByteBufAllocator.ExtendedHandle, "epoll needs the extended one");
     s.ch.finishAndReleaseAll();
   }
@@ -65,15 +69,23 @@ class ReadOnReadyHandlerTest {
   @Test
   void readsAreAtMostTheMaximumGiven() {
     EmbeddedChannel ch = new EmbeddedChannel();
-    ch.pipeline().addLast(new ReadOnReadyHandler(
-        new ReadBudget(1000), false, ReadOnReadyHandler.ALTS_READ_BYTES));
+    ReadOnReadyHandler reads = new ReadOnReadyHandler(new ReadBudget(1000), false, 32768);
+    ch.pipeline().addLast(reads);
     RecvByteBufAllocator.Handle handle = ch.config().getRecvByteBufAllocator().newHandle();
     handle.reset(ch.config());
-    assertEquals(ReadOnReadyHandler.ALTS_READ_BYTES, handle.guess());
+    assertEquals(32768, handle.guess());
     ByteBuf buf = handle.allocate(io.netty.buffer.PooledByteBufAllocator.DEFAULT);
     try {
-      assertEquals(ReadOnReadyHandler.ALTS_READ_BYTES, buf.capacity());
-      assertEquals(ReadOnReadyHandler.HEADROOM_BYTES, buf.readerIndex());
+      assertEquals(32768, buf.capacity());
+      assertEquals(0, buf.readerIndex(), "no headroom unless a stage above asks for it");
+    } finally {
+      buf.release();
+    }
+    reads.policy().headroom(HEADROOM);
+    buf = handle.allocate(io.netty.buffer.PooledByteBufAllocator.DEFAULT);
+    try {
+      assertEquals(HEADROOM, buf.readerIndex(), "the headroom asked for");
+      assertEquals(HEADROOM, buf.writerIndex());
     } finally {
       buf.release();
     }
@@ -92,7 +104,7 @@ class ReadOnReadyHandlerTest {
   /** One batch of one read: {@code got} of what the handle offers. */
   private static void batch(RecvByteBufAllocator.Handle handle, int got, ChannelConfig config) {
     handle.reset(config);
-    read(handle, handle.guess() - ReadOnReadyHandler.HEADROOM_BYTES, got);
+    read(handle, handle.guess() - HEADROOM, got);
     handle.readComplete();
   }
 
@@ -101,7 +113,7 @@ class ReadOnReadyHandlerTest {
     Setup s = new Setup(false);
     ChannelConfig config = s.ch.config();
     RecvByteBufAllocator.Handle handle = config.getRecvByteBufAllocator().newHandle();
-    int max = ReadOnReadyHandler.MAX_READ_BYTES;
+    int max = io.pinless.read.ReadPolicy.MAX_READ_BYTES;
     batch(handle, 100, config);
     assertEquals(max, handle.guess(), "one short batch is not a trickle yet");
     batch(handle, max / 2 + 1, config);
@@ -115,8 +127,8 @@ class ReadOnReadyHandlerTest {
     for (int i = 0; i < 40; i++) {
       batch(handle, 1, config);
     }
-    assertEquals(ReadOnReadyHandler.MIN_READ_BYTES, handle.guess(), "never below the minimum");
-    batch(handle, handle.guess() - ReadOnReadyHandler.HEADROOM_BYTES, config);
+    assertEquals(ReadPolicy.MIN_READ_BYTES, handle.guess(), "never below the minimum");
+    batch(handle, handle.guess() - HEADROOM, config);
     assertEquals(max, handle.guess(), "a full read goes back to the maximum at once");
     s.ch.finishAndReleaseAll();
   }
@@ -133,7 +145,7 @@ class ReadOnReadyHandlerTest {
     assertFalse(handle.continueReading(), "a short read drained the socket");
 
     handle.reset(s.ch.config());
-    for (int i = 1; i < ReadOnReadyHandler.MAX_READS_PER_BATCH; i++) {
+    for (int i = 1; i < ReadPolicy.MAX_READS_PER_BATCH; i++) {
       read(handle, 32768, 32768);
       assertTrue(handle.continueReading(), "read " + i);
     }
@@ -185,17 +197,17 @@ class ReadOnReadyHandlerTest {
     ByteBuf slice = handedOn(s);
     s.ch.pipeline().fireChannelReadComplete();
     assertEquals(1, s.counter.reads);
-    assertTrue(s.handler.isHoldingRead());
-    s.ch.advanceTimeBy(ReadOnReadyHandler.SWEEP_MILLIS, TimeUnit.MILLISECONDS);
+    assertTrue(s.handler.policy().isHoldingRead());
+    s.ch.advanceTimeBy(ReadPolicy.SWEEP_MILLIS, TimeUnit.MILLISECONDS);
     s.ch.runScheduledPendingTasks();
     assertEquals(1, s.counter.reads, "still held downstream: still held here");
     ByteBuf read = slice.unwrap();
     slice.release();
     assertEquals(1, read.refCnt(), "only the budget's reference is left");
-    s.ch.advanceTimeBy(ReadOnReadyHandler.SWEEP_MILLIS, TimeUnit.MILLISECONDS);
+    s.ch.advanceTimeBy(ReadPolicy.SWEEP_MILLIS, TimeUnit.MILLISECONDS);
     s.ch.runScheduledPendingTasks();
     assertEquals(2, s.counter.reads, "resumed by the sweep once downstream released");
-    assertFalse(s.handler.isHoldingRead());
+    assertFalse(s.handler.policy().isHoldingRead());
     assertEquals(0, read.refCnt(), "the sweep gave the read buffer back");
     assertEquals(0, s.budget.retainedBytes());
     s.ch.finishAndReleaseAll();
@@ -206,7 +218,7 @@ class ReadOnReadyHandlerTest {
     Setup s = new Setup(false);
     ByteBuf slice = handedOn(s);
     s.ch.pipeline().fireChannelReadComplete();
-    assertTrue(s.handler.isHoldingRead());
+    assertTrue(s.handler.policy().isHoldingRead());
     slice.release();
     s.ch.flush(); // gRPC flushes a WINDOW_UPDATE when the application consumes
     assertEquals(2, s.counter.reads);
@@ -289,7 +301,7 @@ class ReadOnReadyHandlerTest {
     read2.release();
     s.ch.pipeline().fireChannelReadComplete();
     slice2.release();
-    stepTime(s, ReadOnReadyHandler.SWEEP_MILLIS - 1);
+    stepTime(s, ReadPolicy.SWEEP_MILLIS - 1);
     assertEquals(1, s.budget.trackedBuffers(), "not yet");
     stepTime(s, 1);
     assertEquals(0, s.budget.trackedBuffers(), "a new buffer is swept after the shortest delay");
@@ -305,14 +317,14 @@ class ReadOnReadyHandlerTest {
     s.ch.pipeline().fireChannelReadComplete();
     assertEquals(0, s.budget.trackedBuffers(), "the batch's sweep released the read buffer");
     assertTrue(s.budget.hasTable(), "kept for the next batch");
-    s.ch.advanceTimeBy(ReadOnReadyHandler.MAX_SWEEP_MILLIS - 1, TimeUnit.MILLISECONDS);
+    s.ch.advanceTimeBy(ReadPolicy.MAX_SWEEP_MILLIS - 1, TimeUnit.MILLISECONDS);
     s.ch.runScheduledPendingTasks();
     assertTrue(s.budget.hasTable(), "not yet");
     s.ch.advanceTimeBy(1, TimeUnit.MILLISECONDS);
     s.ch.runScheduledPendingTasks();
     assertFalse(s.budget.hasTable(), "quiet: the table is given back");
     assertEquals(0, s.budget.slots());
-    s.ch.advanceTimeBy(10 * ReadOnReadyHandler.MAX_SWEEP_MILLIS, TimeUnit.MILLISECONDS);
+    s.ch.advanceTimeBy(10 * ReadPolicy.MAX_SWEEP_MILLIS, TimeUnit.MILLISECONDS);
     s.ch.runScheduledPendingTasks();
     assertEquals(2, s.counter.reads, "the timers asked for no read");
     s.ch.finishAndReleaseAll();
@@ -326,175 +338,12 @@ class ReadOnReadyHandlerTest {
     s.ch.pipeline().fireChannelReadComplete(); // nothing tracked: a quiet timer, 1280 ms away
     ByteBuf slice = handedOn(s);
     s.ch.pipeline().fireChannelReadComplete(); // over budget: the read is held
-    assertTrue(s.handler.isHoldingRead());
+    assertTrue(s.handler.policy().isHoldingRead());
     slice.release();
-    s.ch.advanceTimeBy(ReadOnReadyHandler.SWEEP_MILLIS, TimeUnit.MILLISECONDS);
+    s.ch.advanceTimeBy(ReadPolicy.SWEEP_MILLIS, TimeUnit.MILLISECONDS);
     s.ch.runScheduledPendingTasks();
-    assertFalse(s.handler.isHoldingRead(), "retried after " + ReadOnReadyHandler.SWEEP_MILLIS + " ms");
+    assertFalse(s.handler.policy().isHoldingRead(), "retried after " + ReadPolicy.SWEEP_MILLIS + " ms");
     assertEquals(3, s.counter.reads);
     s.ch.finishAndReleaseAll();
-  }
-
-  /** Records what it is called with, and passes everything on. */
-  private static final class Hosted extends io.netty.channel.ChannelDuplexHandler {
-    final java.util.List<String> calls;
-    ChannelHandlerContext addedWith;
-    /** Whether {@code handlerAdded} throws. */
-    boolean refuse;
-
-    /** What each logged call starts with. */
-    private final String prefix;
-
-    Hosted() {
-      this(new java.util.ArrayList<>(), "");
-    }
-
-    /** Logs its calls to {@code calls}, which another may share, each after {@code prefix}. */
-    Hosted(java.util.List<String> calls, String prefix) {
-      this.calls = calls;
-      this.prefix = prefix;
-    }
-
-    @Override
-    public void handlerAdded(ChannelHandlerContext ctx) {
-      calls.add(prefix + "added");
-      addedWith = ctx;
-      if (refuse) {
-        throw new IllegalStateException("refused");
-      }
-    }
-
-    @Override
-    public void handlerRemoved(ChannelHandlerContext ctx) {
-      calls.add(prefix + "removed");
-    }
-
-    /** @param msg owned: fired on */
-    @Override
-    public void channelRead(ChannelHandlerContext ctx, Object msg) {
-      calls.add(prefix + "read");
-      ctx.fireChannelRead(msg);
-    }
-
-    @Override
-    public void channelInactive(ChannelHandlerContext ctx) {
-      calls.add(prefix + "inactive");
-      ctx.fireChannelInactive();
-    }
-
-    /** @param msg owned: written on */
-    @Override
-    public void write(ChannelHandlerContext ctx, Object msg, io.netty.channel.ChannelPromise promise) {
-      calls.add(prefix + "write");
-      ctx.write(msg, promise);
-    }
-
-    @Override
-    public void flush(ChannelHandlerContext ctx) {
-      calls.add(prefix + "flush");
-      ctx.flush();
-    }
-
-    @Override
-    public void close(ChannelHandlerContext ctx, io.netty.channel.ChannelPromise promise) {
-      calls.add(prefix + "close");
-      ctx.close(promise);
-    }
-  }
-
-  @Test
-  void hostsAHandlerInsideItsOwnEntry() throws Exception {
-    Setup s = new Setup(false);
-    java.util.List<String> names = s.ch.pipeline().names();
-    Hosted hosted = new Hosted();
-    s.handler.host(hosted);
-    assertEquals(names, s.ch.pipeline().names(), "no pipeline entry of its own");
-    assertTrue(hosted.addedWith == s.ch.pipeline().context(s.handler), "runs with the entry's context");
-    assertTrue(s.handler.hosted() == hosted);
-    org.junit.jupiter.api.Assertions.assertThrows(
-        IllegalStateException.class, () -> s.handler.host(new Hosted()));
-
-    s.ch.writeInbound(Unpooled.wrappedBuffer(new byte[] {1, 2}));
-    ByteBuf in = s.ch.readInbound();
-    assertEquals(2, in.readableBytes(), "what it fires reaches the handlers behind");
-    in.release();
-    s.ch.writeOutbound(Unpooled.wrappedBuffer(new byte[] {3}));
-    ByteBuf out = s.ch.readOutbound();
-    assertEquals(1, out.readableBytes(), "what it writes reaches the channel");
-    out.release();
-    s.ch.pipeline().fireChannelReadComplete();
-    assertEquals(3, s.counter.reads, "reads are still decided here: one per batch");
-    assertFalse(s.ch.finish());
-    assertEquals(java.util.List.of("added", "read", "write", "flush", "close", "inactive", "removed"),
-        hosted.calls);
-  }
-
-  @Test
-  void hostsAnInboundAndAnOutboundHandlerEachWithItsOwnEvents() throws Exception {
-    Setup s = new Setup(false);
-    java.util.List<String> calls = new java.util.ArrayList<>();
-    Hosted inbound = new Hosted(calls, "in ");
-    Hosted outbound = new Hosted(calls, "out ");
-    java.util.List<String> names = s.ch.pipeline().names();
-    s.handler.host(inbound, outbound);
-    assertEquals(names, s.ch.pipeline().names(), "no pipeline entries of their own");
-    assertTrue(outbound.addedWith == s.ch.pipeline().context(s.handler));
-    assertTrue(s.handler.hosted() == inbound, "the inbound one is the one hosted()");
-    s.ch.writeInbound(Unpooled.wrappedBuffer(new byte[] {1, 2}));
-    ByteBuf in = s.ch.readInbound();
-    in.release();
-    s.ch.writeOutbound(Unpooled.wrappedBuffer(new byte[] {3}));
-    ByteBuf out = s.ch.readOutbound();
-    out.release();
-    assertFalse(s.ch.finish());
-    assertEquals(java.util.List.of("in added", "out added",
-        "in read", "out write", "out flush", "out close", "in inactive", "out removed", "in removed"),
-        calls, "the inbound one reads, the outbound one writes; added in, removed out first");
-  }
-
-  @Test
-  void aPairWhoseOutboundHalfRefusesIsNotHosted() {
-    Setup s = new Setup(false);
-    Hosted inbound = new Hosted();
-    Hosted outbound = new Hosted();
-    outbound.refuse = true;
-    io.netty.channel.ChannelPipelineException e = org.junit.jupiter.api.Assertions.assertThrows(
-        io.netty.channel.ChannelPipelineException.class, () -> s.handler.host(inbound, outbound));
-    assertTrue(e.getMessage().contains("handlerAdded"), e.getMessage());
-    assertEquals(java.util.List.of("added", "removed"), inbound.calls,
-        "the inbound half, already added, is removed again");
-    assertTrue(s.handler.hosted() == null, "nothing is hosted");
-    s.ch.writeInbound(Unpooled.wrappedBuffer(new byte[] {1}));
-    ByteBuf in = s.ch.readInbound();
-    in.release();
-    assertEquals(java.util.List.of("added", "removed"), inbound.calls, "and sees no reads");
-    Hosted next = new Hosted();
-    s.handler.host(next);
-    assertTrue(s.handler.hosted() == next, "a later host() may succeed");
-    assertFalse(s.ch.finish());
-  }
-
-  @Test
-  void anInboundHandlerHostedSeesReadsAndWritesPassItBy() {
-    Setup s = new Setup(false);
-    java.util.List<Object> seen = new java.util.ArrayList<>();
-    s.handler.host(new ChannelInboundHandlerAdapter() {
-      /** @param msg owned: fired on */
-      @Override
-      public void channelRead(ChannelHandlerContext ctx, Object msg) {
-        seen.add(msg);
-        ctx.fireChannelRead(msg);
-      }
-    });
-    s.ch.writeInbound(Unpooled.wrappedBuffer(new byte[] {1}));
-    ByteBuf in = s.ch.readInbound();
-    assertEquals(1, seen.size(), "the hosted handler saw the read");
-    assertTrue(seen.get(0) == in, "and fired it on");
-    in.release();
-    s.ch.writeOutbound(Unpooled.wrappedBuffer(new byte[] {2, 3}));
-    ByteBuf out = s.ch.readOutbound();
-    assertEquals(2, out.readableBytes(), "a write passes an inbound handler by");
-    out.release();
-    assertFalse(s.ch.finish());
   }
 }

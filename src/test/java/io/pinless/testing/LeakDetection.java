@@ -16,7 +16,7 @@ import org.junit.platform.launcher.LauncherSession;
 import org.junit.platform.launcher.LauncherSessionListener;
 
 /**
- * Fails tests on a leak that Netty's detector reports. The launcher session listener installs, before
+ * Fails tests on a leak that Netty's detector reports. The LauncherSessionListener installs, before
  * any test class loads Netty's buffers, a detector factory whose detectors record every report;
  * the extension (autodetected for every test class) fails a test when a report arrived during it,
  * and after each class forces collection and a detector pass so leaks of that class surface there.

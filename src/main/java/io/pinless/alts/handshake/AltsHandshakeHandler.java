@@ -8,14 +8,12 @@ import io.grpc.Status;
 import io.grpc.stub.ClientCalls;
 import io.grpc.stub.StreamObserver;
 import io.netty.buffer.ByteBuf;
-import io.netty.channel.ChannelHandler;
 import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelPipeline;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.util.concurrent.ScheduledFuture;
-import io.pinless.alts.AltsRecordCodec;
-import io.pinless.alts.AltsRecordDecoder;
-import io.pinless.alts.AltsRecordEncoder;
 import io.pinless.alts.AltsRecordProtocol;
+import io.pinless.alts.AltsRecordStage;
 import io.pinless.alts.handshake.proto.HandshakeProtocol;
 import io.pinless.alts.handshake.proto.HandshakerReq;
 import io.pinless.alts.handshake.proto.HandshakerResp;
@@ -26,7 +24,6 @@ import io.pinless.alts.handshake.proto.RpcProtocolVersions;
 import io.pinless.alts.handshake.proto.ServerHandshakeParameters;
 import io.pinless.alts.handshake.proto.StartClientHandshakeReq;
 import io.pinless.alts.handshake.proto.StartServerHandshakeReq;
-import io.pinless.read.ReadOnReadyHandler;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.ConcurrentHashMap;
@@ -34,11 +31,8 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * Runs the ALTS handshake of one connection through a handshaker service, without ever blocking
- * the event loop, then puts the record handlers in its place: when a {@link ReadOnReadyHandler} is
- * right in front of this handler, the record decoder and encoder run inside that handler's entry
- * ({@link ReadOnReadyHandler#host(io.netty.channel.ChannelInboundHandler,
- * io.netty.channel.ChannelOutboundHandler)}); elsewhere an {@link AltsRecordCodec} pairs them in
- * an entry of its own.
+ * the event loop. It only handshakes: the record stage it keys is installed by whoever handles its
+ * {@link AltsHandshakeResult} event.
  *
  * <p>The client sends {@code client_start} as soon as it is added to an active channel; the
  * server waits for the client's first bytes. The peer's bytes are given to the handshaker as they
@@ -47,8 +41,12 @@ import java.util.concurrent.TimeUnit;
  * bounded by {@link HandshakerCalls}. Responses arrive on gRPC's threads and are handled on the
  * channel's event loop.
  *
- * <p>On success it fires an {@link AltsHandshakeResult} user event, then the bytes that arrived
- * behind the handshake (the first records) into the record decoder, and removes itself. On any
+ * <p>On success it fires an {@link AltsHandshakeResult} user event, from which a handler behind it
+ * takes the {@link AltsRecordStage} and installs it in front of this handler ({@code
+ * io.pinless.connection.ConnectionHandler#install}). It then removes itself and fires the bytes
+ * that arrived behind the handshake (the first records) from the head of the pipeline, so they
+ * take the normal path through the installed stage. If nobody takes the stage, the connection
+ * fails. On any
  * failure (the handshaker unreachable or refusing, a response that makes no sense, a peer that
  * stalls past the deadline or closes, a record protocol or frame size not supported) it fires a
  * {@code StatusRuntimeException} with {@code UNAVAILABLE} and the reason, and closes the channel.
@@ -65,7 +63,7 @@ public final class AltsHandshakeHandler extends ChannelInboundHandlerAdapter {
   static final int DEFAULT_FRAME_SIZE = 16 * 1024;
   /**
    * What this end asks for: 48 KiB, where grpc-java asks 128 KiB. A record's plaintext is decoded
-   * into one buffer, and {@link io.pinless.http2.Http2FrameSlicer} slices a DATA frame out of a
+   * into one buffer, and {@link io.pinless.http2.FrameSlicer} slices a DATA frame out of a
    * buffer only when the frame is at least a quarter of it: from 48 KiB records every gRPC bulk
    * frame (12 KiB and up) goes on as a slice, from 128 KiB records each would be copied. The
    * record overhead stays small (24 bytes and one AEAD call per 48 KiB).
@@ -344,71 +342,32 @@ public final class AltsHandshakeHandler extends ChannelInboundHandlerAdapter {
       return;
     }
     end();
-    // Right behind a read handler (as pinless's credentials install it), the record decoder and
-    // encoder run inside the read handler's entry; elsewhere a codec pairing them gets an entry
-    // of its own behind this handler.
-    ReadOnReadyHandler reads = readHandlerJustBefore();
-    AltsRecordDecoder decoder = null;
-    AltsRecordEncoder encoder = null;
-    AltsRecordCodec codec = null;
+    AltsRecordStage stage;
     try {
-      if (reads == null) {
-        codec = new AltsRecordCodec(protocol, key, client, frameSize);
-      } else {
-        decoder = new AltsRecordDecoder(protocol, key, client, frameSize);
-        encoder = new AltsRecordEncoder(protocol, key, client, frameSize);
-      }
+      stage = new AltsRecordStage(protocol, key, client, frameSize);
     } finally {
       Arrays.fill(key, (byte) 0);
     }
-    if (reads == null) {
-      ctx.pipeline().addAfter(ctx.name(), "pinless-alts-records", codec);
-    } else {
-      try {
-        reads.host(decoder, encoder);
-      } catch (Exception e) {
-        // The handshake has ended (fail() would do nothing): fail the connection here.
-        ctx.fireExceptionCaught(Status.UNAVAILABLE
-            .withDescription("could not install the ALTS record codec").withCause(e)
-            .asRuntimeException());
-        ctx.close();
-        return;
-      }
-    }
-    ctx.fireUserEventTriggered(new AltsHandshakeResult(result, frameSize));
-    ByteBuf first = null;
-    if (!records.isEmpty()) {
-      first = ctx.alloc().directBuffer(records.size());
-      first.writeBytes(records.asReadOnlyByteBuffer());
-    }
-    if (reads == null) {
-      if (first != null) {
-        ctx.fireChannelRead(first);
-        ctx.fireChannelReadComplete();
-      }
-      ctx.pipeline().remove(this);
+    AltsHandshakeResult event = new AltsHandshakeResult(result, frameSize, stage);
+    ctx.fireUserEventTriggered(event);
+    if (event.takeRecordStage() != null) {
+      // Nobody behind installed the stage: records would reach HTTP/2 as they are.
+      stage.release();
+      ctx.fireExceptionCaught(Status.UNAVAILABLE
+          .withDescription("no handler installed the ALTS record stage").asRuntimeException());
+      ctx.close();
       return;
     }
-    // The records that came behind the handshake enter at the read handler, whose codec opens
-    // them, once this handler is gone from behind it.
-    ChannelHandlerContext readsCtx = ctx.pipeline().context(reads);
-    ctx.pipeline().remove(this);
-    if (first != null) {
-      try {
-        reads.channelRead(readsCtx, first);
-      } catch (Exception e) {
-        readsCtx.fireExceptionCaught(e);
-      }
-      readsCtx.fireChannelReadComplete();
+    // The records that came behind the handshake enter at the head of the pipeline, where the
+    // installed record stage opens them.
+    ChannelPipeline pipeline = ctx.pipeline();
+    pipeline.remove(this);
+    if (!records.isEmpty()) {
+      ByteBuf first = ctx.alloc().directBuffer(records.size());
+      first.writeBytes(records.asReadOnlyByteBuffer());
+      pipeline.fireChannelRead(first);
+      pipeline.fireChannelReadComplete();
     }
-  }
-
-  /** The read handler right in front of this one, or null when there is none. */
-  private ReadOnReadyHandler readHandlerJustBefore() {
-    List<String> names = ctx.pipeline().names();
-    int at = names.indexOf(ctx.name());
-    ChannelHandler before = at > 0 ? ctx.pipeline().get(names.get(at - 1)) : null;
-    return before instanceof ReadOnReadyHandler ? (ReadOnReadyHandler) before : null;
   }
 
   private void fail(String reason) {

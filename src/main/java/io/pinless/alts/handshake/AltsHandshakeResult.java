@@ -1,11 +1,14 @@
 package io.pinless.alts.handshake;
 
+import io.pinless.alts.AltsRecordStage;
 import io.pinless.alts.handshake.proto.HandshakerResult;
 import io.pinless.alts.handshake.proto.Identity;
 
 /**
  * The user event {@link AltsHandshakeHandler} fires when a handshake succeeds: who the peer is
- * and what was negotiated. It carries no key material.
+ * and what was negotiated, and the keyed {@link AltsRecordStage} for one handler to take. Once
+ * the stage is taken (or the handshake handler has given it up) the event carries no key
+ * material, so it may be kept for the connection's life.
  */
 public final class AltsHandshakeResult {
   private final String peerServiceAccount;
@@ -14,8 +17,11 @@ public final class AltsHandshakeResult {
   private final int maxFrameSize;
   private final int peerRpcMajor;
   private final int peerRpcMinor;
+  /** The record stage until taken; not part of equality. */
+  private AltsRecordStage recordStage;
 
-  AltsHandshakeResult(HandshakerResult result, int maxFrameSize) {
+  AltsHandshakeResult(HandshakerResult result, int maxFrameSize, AltsRecordStage recordStage) {
+    this.recordStage = recordStage;
     // Interned: a connection keeps these for its life, and thousands of connections share a few
     // identities and one protocol name.
     this.peerServiceAccount = name(result.getPeerIdentity()).intern();
@@ -28,6 +34,16 @@ public final class AltsHandshakeResult {
 
   private static String name(Identity identity) {
     return identity.hasServiceAccount() ? identity.getServiceAccount() : identity.getHostname();
+  }
+
+  /**
+   * Takes the record stage keyed by the handshake: the first call gets it, later calls null. The
+   * taker installs it and releases it when the connection ends.
+   */
+  public AltsRecordStage takeRecordStage() {
+    AltsRecordStage stage = recordStage;
+    recordStage = null;
+    return stage;
   }
 
   /** The peer's service account (or host name), as the handshaker authenticated it. */

@@ -30,23 +30,22 @@ import io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.netty.channel.nio.NioIoHandler;
 import io.netty.channel.socket.nio.NioServerSocketChannel;
 import io.netty.channel.socket.nio.NioSocketChannel;
-import io.pinless.alts.AltsRecordCodec;
-import io.pinless.alts.AltsRecordDecoder;
 import io.pinless.alts.handshake.proto.HandshakerResp;
 import io.pinless.read.ReadBudget;
-import io.pinless.read.ReadOnReadyHandler;
+import io.pinless.connection.ConnectionHandler;
 import io.pinless.testing.Handshakers;
 import java.io.ByteArrayOutputStream;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.ValueSource;
+import org.junit.jupiter.api.Test;
 
 /**
  * The handshake handler on its own, in plain Netty pipelines over loopback: after the handshake
@@ -129,10 +128,13 @@ class AltsHandshakeHandlerTest {
     private final int expected;
     /** Written to the peer the moment the handshake ends, or null. */
     private final byte[] sendAtOnce;
+    /** Whether it installs the record stage, as pinless's negotiator does. */
+    private final boolean install;
 
-    Received(int expected, byte[] sendAtOnce) {
+    Received(int expected, byte[] sendAtOnce, boolean install) {
       this.expected = expected;
       this.sendAtOnce = sendAtOnce;
+      this.install = install;
     }
 
     /** @param msg owned: copied, then released */
@@ -152,6 +154,10 @@ class AltsHandshakeHandlerTest {
     @Override
     public void userEventTriggered(ChannelHandlerContext ctx, Object evt) {
       if (evt instanceof AltsHandshakeResult) {
+        if (install) {
+          ctx.pipeline().get(ConnectionHandler.class)
+              .install(((AltsHandshakeResult) evt).takeRecordStage(), null);
+        }
         if (sendAtOnce != null) {
           ctx.writeAndFlush(ctx.alloc().buffer(sendAtOnce.length).writeBytes(sendAtOnce));
         }
@@ -167,9 +173,8 @@ class AltsHandshakeHandlerTest {
     }
   }
 
-  /** The handshake handler, behind a read handler when {@code withReadHandler}, then {@code last}. */
-  private ChannelInitializer<Channel> pipeline(
-      boolean client, boolean withReadHandler, Received last) {
+  /** A connection handler, the handshake handler, then {@code last}. */
+  private ChannelInitializer<Channel> pipeline(boolean client, Received last) {
     String handshaker = Handshakers.address(client ? clientHandshaker : serverHandshaker);
     return new ChannelInitializer<>() {
       @Override
@@ -177,20 +182,15 @@ class AltsHandshakeHandlerTest {
         if (client) {
           ch.pipeline().addLast("probe", new ReadProbe());
         }
-        if (withReadHandler) {
-          ch.pipeline().addLast(new ReadOnReadyHandler(new ReadBudget(1 << 20), false,
-              ReadOnReadyHandler.ALTS_READ_BYTES));
-        }
+        ch.pipeline().addLast(new ConnectionHandler(new ReadBudget(1 << 20), false, 32768));
         ch.pipeline().addLast(new AltsHandshakeHandler(client, handshaker, List.of(), 20_000));
         ch.pipeline().addLast(last);
       }
     };
   }
 
-  @ParameterizedTest(name = "with a read handler in front: {0}")
-  @ValueSource(booleans = {true, false})
-  void theCodecTakesTheHandshakesPlaceAndTheFirstRecordsArriveWhole(boolean withReadHandler)
-      throws Exception {
+  @Test
+  void theInstalledStageOpensTheFirstRecordsThatCameBehindTheHandshake() throws Exception {
     byte[] message = new byte[MESSAGE_BYTES];
     new Random(11).nextBytes(message);
     byte[] reply = new byte[2 * GATE_BYTES];
@@ -198,13 +198,13 @@ class AltsHandshakeHandlerTest {
     // Each end writes as soon as its handshake ends: the server's records reach the client right
     // behind the server's last handshake bytes, before the client's handshake has ended (its
     // handshaker's last answer waits until the client has read GATE_BYTES).
-    Received atServer = new Received(MESSAGE_BYTES, reply);
-    Received atClient = new Received(reply.length, message);
+    Received atServer = new Received(MESSAGE_BYTES, reply, true);
+    Received atClient = new Received(reply.length, message, true);
     Channel listener = new ServerBootstrap()
         .group(group)
         .channel(NioServerSocketChannel.class)
         .childOption(ChannelOption.ALLOCATOR, PooledByteBufAllocator.DEFAULT)
-        .childHandler(pipeline(false, withReadHandler, atServer))
+        .childHandler(pipeline(false, atServer))
         .bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).sync().channel();
     Channel client = null;
     try {
@@ -212,7 +212,7 @@ class AltsHandshakeHandlerTest {
           .group(group)
           .channel(NioSocketChannel.class)
           .option(ChannelOption.ALLOCATOR, PooledByteBufAllocator.DEFAULT)
-          .handler(pipeline(true, withReadHandler, atClient))
+          .handler(pipeline(true, atClient))
           .connect(listener.localAddress()).sync().channel();
       assertArrayEquals(message, atServer.all.get(20, TimeUnit.SECONDS));
       assertArrayEquals(reply, atClient.all.get(20, TimeUnit.SECONDS));
@@ -223,15 +223,9 @@ class AltsHandshakeHandlerTest {
         ch.eventLoop().execute(() -> {
           try {
             assertNull(ch.pipeline().get(AltsHandshakeHandler.class), "the handshake is gone");
-            ReadOnReadyHandler reads = ch.pipeline().get(ReadOnReadyHandler.class);
-            if (withReadHandler) {
-              assertTrue(reads.hosted() instanceof AltsRecordDecoder, "the decoder runs in there");
-              assertNull(ch.pipeline().get(AltsRecordCodec.class), "with no entry of its own");
-            } else {
-              assertNotNull(ch.pipeline().get(AltsRecordCodec.class), "an entry of its own");
-            }
+            assertNotNull(ch.pipeline().get(ConnectionHandler.class), "one entry runs the stage");
             assertEquals(ch.pipeline().get("probe") == null ? 2 : 3, ch.pipeline().toMap().size(),
-                "the records' entry and the collector (and the probe): " + ch.pipeline().names());
+                "the connection's entry and the collector (and the probe): " + ch.pipeline().names());
             checked.complete(null);
           } catch (Throwable t) {
             checked.completeExceptionally(t);
@@ -243,6 +237,38 @@ class AltsHandshakeHandlerTest {
       if (client != null) {
         client.close().sync();
       }
+      listener.close().sync();
+    }
+  }
+
+  @Test
+  void aHandshakeWhoseStageNobodyInstallsFailsTheConnection() throws Exception {
+    Received atServer = new Received(1, null, false);
+    Received atClient = new Received(1, new byte[] {1, 2, 3}, false);
+    Channel listener = new ServerBootstrap()
+        .group(group)
+        .channel(NioServerSocketChannel.class)
+        .childOption(ChannelOption.ALLOCATOR, PooledByteBufAllocator.DEFAULT)
+        .childHandler(pipeline(false, atServer))
+        .bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).sync().channel();
+    try {
+      Channel client = new Bootstrap()
+          .group(group)
+          .channel(NioSocketChannel.class)
+          .option(ChannelOption.ALLOCATOR, PooledByteBufAllocator.DEFAULT)
+          .handler(pipeline(true, atClient))
+          .connect(listener.localAddress()).sync().channel();
+      // The end whose handshake ends first fails for want of a stage; the other sees the close.
+      List<String> reasons = new ArrayList<>();
+      for (Received end : List.of(atClient, atServer)) {
+        ExecutionException e = org.junit.jupiter.api.Assertions.assertThrows(
+            ExecutionException.class, () -> end.all.get(20, TimeUnit.SECONDS));
+        reasons.add(e.getCause().getMessage());
+      }
+      assertTrue(reasons.stream().anyMatch(
+          r -> r.contains("no handler installed the ALTS record stage")), reasons.toString());
+      client.closeFuture().get(10, TimeUnit.SECONDS);
+    } finally {
       listener.close().sync();
     }
   }

@@ -18,7 +18,9 @@ import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.embedded.EmbeddedChannel;
 import io.pinless.alts.RecordChannels.Capture;
 import io.pinless.alts.RecordChannels.CloseRecorder;
-import io.pinless.http2.Http2FrameSlicer;
+import io.pinless.PinlessMetrics.Metric;
+import io.pinless.connection.ConnectionHandler;
+import io.pinless.http2.FrameSlicer;
 import io.pinless.read.ReadBudget;
 import java.io.ByteArrayOutputStream;
 import java.nio.ByteBuffer;
@@ -29,7 +31,7 @@ import java.util.List;
 import java.util.Random;
 import org.junit.jupiter.api.Test;
 
-class AltsRecordCodecTest {
+class AltsRecordStageTest {
   private static final int MAX = 16384;
 
   private static byte[] random(int n, long seed) {
@@ -38,10 +40,17 @@ class AltsRecordCodecTest {
     return b;
   }
 
-  /** A channel whose one record entry is a codec for the given end. */
+  /** A channel whose one record entry is a connection handler with the stage of the given end. */
   private static EmbeddedChannel end(boolean isClient, CloseRecorder closer, Capture capture) {
-    return new EmbeddedChannel(
-        closer, new AltsRecordCodec(ALTSRP_GCM_AES128_REKEY, KEY44, isClient, MAX), capture);
+    return new EmbeddedChannel(closer, connection(isClient, null), capture);
+  }
+
+  /** A connection handler running an ALTS stage of the given end and {@code slicer}. */
+  private static ConnectionHandler connection(boolean isClient, FrameSlicer slicer) {
+    ConnectionHandler connection = new ConnectionHandler(new ReadBudget(1 << 20), false, 32768);
+    connection.install(
+        new AltsRecordStage(ALTSRP_GCM_AES128_REKEY, KEY44, isClient, MAX), slicer);
+    return connection;
   }
 
   @Test
@@ -51,7 +60,7 @@ class AltsRecordCodecTest {
     EmbeddedChannel client = end(true, new CloseRecorder(), clientIn);
     EmbeddedChannel server = end(false, new CloseRecorder(), serverIn);
     assertEquals(1, client.pipeline().names().stream()
-        .filter(n -> client.pipeline().get(n) instanceof AltsRecordCodec).count());
+        .filter(n -> client.pipeline().get(n) instanceof ConnectionHandler).count());
 
     byte[] up = random(3 * MAX + 5, 1);
     byte[] down = random(MAX - 1, 2);
@@ -117,7 +126,7 @@ class AltsRecordCodecTest {
   void removalFailsAndReleasesUnflushedWrites() {
     EmbeddedChannel client = end(true, new CloseRecorder(), new Capture());
     ChannelFuture pending = client.write(direct(random(500, 6)));
-    client.pipeline().remove(AltsRecordCodec.class);
+    client.pipeline().remove(ConnectionHandler.class);
 
     assertTrue(pending.isDone());
     assertInstanceOf(ClosedChannelException.class, pending.cause());
@@ -172,13 +181,11 @@ class AltsRecordCodecTest {
   @Test
   void slicesFramesInsideTheSameEntryAndReleasesWhatTheSlicerHoldsAtTheEnd() {
     Frames frames = new Frames();
-    AltsRecordCodec codec = new AltsRecordCodec(ALTSRP_GCM_AES128_REKEY, KEY44, false, MAX);
     ReadBudget budget = new ReadBudget(1 << 20);
-    Http2FrameSlicer slicer = new Http2FrameSlicer(false, 16384, budget, true);
-    EmbeddedChannel server = new EmbeddedChannel(codec, frames);
-    codec.sliceFrames(slicer);
-    assertEquals(List.of(), server.pipeline().names().stream()
-        .filter(n -> server.pipeline().get(n) instanceof Http2FrameSlicer).toList());
+    FrameSlicer slicer = new FrameSlicer(false, 16384, budget, true);
+    EmbeddedChannel server = new EmbeddedChannel(connection(false, slicer), frames);
+    long slicedBefore = Metric.DATA_BYTES_SLICED.value();
+    long copiedBefore = Metric.DATA_BYTES_COPIED.value();
 
     byte[] payload = random(3 * 16384, 7);
     ByteArrayOutputStream stream = new ByteArrayOutputStream();
@@ -202,9 +209,9 @@ class AltsRecordCodecTest {
     assertArrayEquals(payload, frames.data.toByteArray(), "every DATA byte, in order, once");
     assertEquals(4, frames.types.get(0), "the SETTINGS frame first");
     assertFalse(frames.types.contains(1), "the cut HEADERS frame is held, not handed on");
-    assertEquals(payload.length + 9L * (frames.types.size() - 1), slicer.slicedDataBytes(),
+    assertEquals(payload.length + 9L * (frames.types.size() - 1), Metric.DATA_BYTES_SLICED.value() - slicedBefore,
         "DATA is sliced from the plaintext buffers, never copied");
-    assertEquals(0, slicer.copiedDataBytes());
+    assertEquals(0, Metric.DATA_BYTES_COPIED.value() - copiedBefore);
     // The end of the stream reaches the slicer (which releases the held part; the leak detector
     // would report it) and then the handler behind.
     assertFalse(server.finishAndReleaseAll());

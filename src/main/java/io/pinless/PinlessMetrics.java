@@ -1,0 +1,72 @@
+package io.pinless;
+
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.concurrent.atomic.LongAdder;
+
+/**
+ * What pinless counts, process-wide, for an application to read or export. Each value is a sum
+ * over every pinless connection of the process since it started. {@link Metric#TRACKED_BYTES} is
+ * a gauge: it also goes down.
+ *
+ * <pre>
+ *   for (Map.Entry&lt;String, Long&gt; e : PinlessMetrics.snapshot().entrySet()) {
+ *     registry.gauge("pinless." + e.getKey(), e.getValue());
+ *   }
+ * </pre>
+ */
+public final class PinlessMetrics {
+  /** One value pinless keeps. */
+  public enum Metric {
+    /** DATA frame bytes (headers included) handed to gRPC as slices of the buffers they came in. */
+    DATA_BYTES_SLICED("data_bytes_sliced"),
+    /** DATA frame bytes (headers included) copied: too small to pin the buffer they came in. */
+    DATA_BYTES_COPIED("data_bytes_copied"),
+    /** Record bytes copied out of read buffers into records that a read cut short. */
+    RECORD_BYTES_COPIED("record_bytes_copied"),
+    /** Connections whose pipeline got the pinless connection handler. */
+    CONNECTIONS_INSTALLED("connections_installed"),
+    /** Reads held back because a read budget was exceeded or the channel was not writable. */
+    READS_HELD("reads_held"),
+    /**
+     * Buffers handed to gRPC that it did not read to the end. Behind grpc-netty it stays 0: its
+     * cumulation never holds a byte.
+     */
+    UNCONSUMED_HAND_ONS("unconsumed_hand_ons"),
+    /** Gauge: pooled bytes handed to gRPC and still held there, as the read budgets count them. */
+    TRACKED_BYTES("tracked_bytes");
+
+    private final String key;
+    private final LongAdder total = new LongAdder();
+
+    Metric(String key) {
+      this.key = key;
+    }
+
+    /** The name {@link #snapshot()} gives this metric. */
+    public String key() {
+      return key;
+    }
+
+    /** The current value. */
+    public long value() {
+      return total.sum();
+    }
+
+    /** Adds {@code n} (negative for the gauge going down); called by pinless's stages. */
+    public void add(long n) {
+      total.add(n);
+    }
+  }
+
+  private PinlessMetrics() {}
+
+  /** Every metric by its key, in declaration order. */
+  public static Map<String, Long> snapshot() {
+    Map<String, Long> values = new LinkedHashMap<>();
+    for (Metric m : Metric.values()) {
+      values.put(m.key(), m.value());
+    }
+    return values;
+  }
+}

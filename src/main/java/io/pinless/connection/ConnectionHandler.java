@@ -1,0 +1,201 @@
+package io.pinless.connection;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.channel.ChannelDuplexHandler;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelPromise;
+import io.pinless.PinlessMetrics.Metric;
+import io.pinless.http2.FrameSlicer;
+import io.pinless.read.ReadBudget;
+import io.pinless.read.ReadPolicy;
+import java.util.function.Consumer;
+
+/**
+ * The one pinless handler of a connection end: a single pipeline entry, first in the pipeline,
+ * that drives plain stages as Netty's {@code Http2ConnectionHandler} drives its frame reader.
+ *
+ * <pre>
+ *   socket --read buffer--> [ReadPolicy] --> [RecordStage, optional] --plaintext--> [FrameSlicer]
+ *          --whole frames--> next handler (grpc-netty's Http2ConnectionHandler)
+ *   socket <--records-- [RecordStage, optional] <--plaintext writes-- next handlers
+ * </pre>
+ *
+ * <p>Until {@link #install} it passes every message through (a handshake handler behind it sees
+ * the raw bytes) while its {@link ReadPolicy} already decides when the socket is read. After it,
+ * read buffers go to the record stage, if any, and the plaintext (or, without a record stage, the
+ * read buffers themselves) to the {@link FrameSlicer}; writes go to the record stage.
+ *
+ * <p>Errors: a record stage's fatal error is fired as an exception and closes the channel; the
+ * plaintext before it has gone on. A record cut short by the peer's close is fired before {@code
+ * channelInactive}.
+ *
+ * <p>Memory: the handler itself holds no buffer; idle, neither does any of its stages.
+ */
+public final class ConnectionHandler extends ChannelDuplexHandler {
+  private final ReadPolicy reads;
+  /** The record stage once installed, or null (plaintext, or before install). */
+  private RecordStage records;
+  /** The frame slicer once installed, or null (not HTTP/2, or before install). */
+  private FrameSlicer slicer;
+  /** Where the record stage's plaintext goes: the slicer, or the next handler; set on install. */
+  private Consumer<ByteBuf> plaintextTo;
+  private boolean installed;
+  private ChannelHandlerContext ctx;
+
+  /**
+   * Creates the handler of one connection end whose reads are at most {@code maxReadBytes}.
+   *
+   * @param budget the read budget the connection's reads are held against
+   * @param holdWhileUnwritable also hold reads while the channel is not writable
+   */
+  public ConnectionHandler(ReadBudget budget, boolean holdWhileUnwritable, int maxReadBytes) {
+    this.reads = new ReadPolicy(budget, holdWhileUnwritable, maxReadBytes);
+  }
+
+  /**
+   * Starts the stages: from now on read buffers go to {@code records} (when not null) and on to
+   * {@code slicer}, and writes go to {@code records}. Call once, on the channel's event loop.
+   *
+   * @param records the record stage, or null when the connection has none
+   * @param slicer the frame slicer, which must accept read headroom; null when the bytes are not
+   *     HTTP/2 (the plaintext then goes to the next handler as it is)
+   */
+  public void install(RecordStage records, FrameSlicer slicer) {
+    if (installed) {
+      throw new IllegalStateException("stages already installed");
+    }
+    installed = true;
+    this.records = records;
+    this.slicer = slicer;
+    if (records != null) {
+      plaintextTo = slicer == null
+          ? plaintext -> ctx.fireChannelRead(plaintext)
+          : plaintext -> slicer.slice(ctx, plaintext);
+      reads.target(records);
+    } else if (slicer != null) {
+      reads.headroom(FrameSlicer.HEADROOM_BYTES);
+    }
+    Metric.CONNECTIONS_INSTALLED.add(1);
+  }
+
+  /** The read policy this handler drives. */
+  public ReadPolicy readPolicy() {
+    return reads;
+  }
+
+  @Override
+  public void handlerAdded(ChannelHandlerContext ctx) {
+    this.ctx = ctx;
+    reads.attach(ctx);
+  }
+
+  /**
+   * Opens and slices a read buffer once the stages are installed; else passes {@code msg} on.
+   * Before install nothing is set, so every message passes.
+   *
+   * @param msg owned: released here or handed on
+   */
+  @Override
+  public void channelRead(ChannelHandlerContext ctx, Object msg) {
+    if (records != null && msg instanceof ByteBuf) {
+      ByteBuf in = (ByteBuf) msg;
+      try {
+        records.open(ctx, in, FrameSlicer.HEADROOM_BYTES, plaintextTo);
+      } catch (RuntimeException e) {
+        ctx.fireExceptionCaught(e);
+        ctx.close();
+      } finally {
+        in.release();
+      }
+    } else if (slicer != null && msg instanceof ByteBuf) {
+      slicer.slice(ctx, (ByteBuf) msg);
+    } else {
+      ctx.fireChannelRead(msg);
+    }
+  }
+
+  @Override
+  public void channelReadComplete(ChannelHandlerContext ctx) {
+    ctx.fireChannelReadComplete();
+    reads.batchEnded();
+  }
+
+  @Override
+  public void channelActive(ChannelHandlerContext ctx) {
+    ctx.fireChannelActive();
+    reads.channelActive();
+  }
+
+  @Override
+  public void channelInactive(ChannelHandlerContext ctx) {
+    try {
+      if (records != null) {
+        try {
+          records.endOfInput();
+        } catch (RuntimeException e) {
+          ctx.fireExceptionCaught(e);
+        }
+      }
+      releaseSlicer();
+      ctx.fireChannelInactive();
+    } finally {
+      reads.detach();
+    }
+  }
+
+  @Override
+  public void channelWritabilityChanged(ChannelHandlerContext ctx) {
+    ctx.fireChannelWritabilityChanged();
+    reads.writabilityChanged();
+  }
+
+  /** @param msg owned: sealed by the record stage, or written on */
+  @Override
+  public void write(ChannelHandlerContext ctx, Object msg, ChannelPromise promise) {
+    if (records != null && msg instanceof ByteBuf) {
+      records.write(ctx, (ByteBuf) msg, promise);
+    } else {
+      ctx.write(msg, promise);
+    }
+  }
+
+  @Override
+  public void flush(ChannelHandlerContext ctx) {
+    if (records != null) {
+      records.flush(ctx);
+    } else {
+      ctx.flush();
+    }
+    reads.flushed();
+  }
+
+  @Override
+  public void close(ChannelHandlerContext ctx, ChannelPromise promise) {
+    if (records != null) {
+      records.close();
+    }
+    ctx.close(promise);
+  }
+
+  /** Swallows read requests from the handlers behind this one: the read policy decides. */
+  @Override
+  public void read(ChannelHandlerContext ctx) {}
+
+  @Override
+  public void handlerRemoved(ChannelHandlerContext ctx) {
+    try {
+      if (records != null) {
+        records.release();
+      }
+      releaseSlicer();
+    } finally {
+      reads.detach();
+    }
+  }
+
+  private void releaseSlicer() {
+    if (slicer != null) {
+      slicer.release();
+    }
+  }
+}

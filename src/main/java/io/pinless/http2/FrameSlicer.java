@@ -1,0 +1,563 @@
+package io.pinless.http2;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.CompositeByteBuf;
+import io.netty.channel.ChannelHandlerContext;
+import io.pinless.PinlessMetrics.Metric;
+import io.pinless.read.ReadBudget;
+
+/**
+ * Cuts a connection's inbound bytes into whole HTTP/2 frames (and, on a server, the whole 24-byte
+ * client preface first) and hands them to the next handler, so grpc-netty's {@code
+ * Http2ConnectionHandler} finds its cumulation empty after every read and never copies. A plain
+ * class: a handler feeds it ({@code io.pinless.connection.ConnectionHandler}, or {@link
+ * Http2FrameSlicer} in a pipeline of its own).
+ *
+ * <pre>
+ *   HTTP/2 frame:  | length u24 BE | type u8 | flags u8 | R + stream id u31 | payload (length) |
+ *
+ *   read 1:  | SETTINGS | HEADERS | DATA 16 KiB | DATA s=3 len=16384, first 6000 B   |
+ *   read 2:  | 9 B headroom | last 10384 B of it | WINDOW_UPDATE | DATA 12 B | HEADERS |
+ *
+ *   handed on:  slice(read 1: SETTINGS .. DATA 16 KiB, then DATA s=3 len=6000 whose header
+ *                     is rewritten in place, END_STREAM cleared)
+ *               slice(read 2: DATA s=3 len=10384, header written into the headroom)
+ *               copy(read 2: WINDOW_UPDATE, DATA 12 B, HEADERS)      small frames coalesced
+ * </pre>
+ *
+ * <p>Whole frames of one read go on in runs. A run that carries a DATA payload too small to pin
+ * its read buffer is copied into a right-sized pooled buffer. Any other run is a retained slice of
+ * the read buffer, and neighbouring runs go on as one slice (each buffer costs grpc-netty a pass
+ * of its decoder). A DATA frame is sliced only from a buffer at most {@link #PIN_RATIO} times its
+ * size.
+ *
+ * <p>A frame that a read cuts: with headroom ({@link #HEADROOM_BYTES} free bytes before each
+ * buffer's reader index), an unpadded DATA frame goes on in pieces as its bytes arrive. Each piece
+ * is a whole DATA frame of the same stream, END_STREAM on the last only, its header written in
+ * front of its payload: HTTP/2 lets a sender split DATA anywhere, and flow control counts the same
+ * bytes. Any other frame goes on once whole, as a composite of its parts (slices under the same
+ * rule, copies otherwise).
+ *
+ * <p>It reads only frame headers and never allocates from a length: copies grow in pieces of at
+ * most {@link #COPY_PIECE_BYTES}. A frame longer than the connection's maximum frame size, and
+ * everything after it, goes on as it arrives, so grpc-netty sees the header and gives its own
+ * answer. Every other protocol error is grpc-netty's to find.
+ *
+ * <p>Memory: idle it holds nothing. Mid-frame it holds at most a cut header and the parts of one
+ * frame not handed on in pieces. What it hands on are retained slices of read buffers and pooled
+ * copies; the {@link ReadBudget} tracks every read buffer it slices and every copy it makes until
+ * downstream has released them. It writes only bytes of its own read buffers that nobody else
+ * references: a cut DATA frame's header, and the headroom before the reader index.
+ */
+public final class FrameSlicer {
+  /** A DATA frame is sliced only from read buffers at most this many times its own size. */
+  public static final int PIN_RATIO = 4;
+  /** HTTP/2's default SETTINGS_MAX_FRAME_SIZE, which grpc-netty keeps. */
+  public static final int DEFAULT_MAX_FRAME_SIZE = 16384;
+  /** 9 bytes, a frame header: the room a cut DATA frame's next piece needs before its payload. */
+  public static final int HEADROOM_BYTES = 9;
+  /** Copies of partial frames grow in pieces of at most this many bytes (16 KiB). */
+  static final int COPY_PIECE_BYTES = 16384;
+
+  static final int FRAME_HEADER_BYTES = 9;
+  static final int CLIENT_PREFACE_BYTES = 24;
+  static final int TYPE_DATA = 0x0;
+  static final int FLAG_END_STREAM = 0x1;
+  static final int FLAG_PADDED = 0x8;
+
+  /** Where the slicer is in the frame stream. */
+  private enum State {
+    /** At a frame boundary: nothing held. */
+    FRAME,
+    /** Fewer than 9 bytes of a frame header received; they are in {@link #header}. */
+    HEADER,
+    /** A cut DATA frame going on in pieces: {@link #left} payload bytes to come. */
+    PIECES,
+    /** A frame (or the preface) assembled in {@link #whole}: {@link #left} bytes to come. */
+    WHOLE,
+    /** After an over-long frame: everything goes on as it arrives. */
+    PASS_THROUGH
+  }
+
+  private final ReadBudget budget;
+  private final int maxFrameSize;
+  /** Whether read buffers carry {@link #HEADROOM_BYTES} of headroom. */
+  private final boolean readHeadroom;
+  private State state;
+
+  /** The cut frame header in {@link State#HEADER} (made only then: an idle slicer has none). */
+  private byte[] header;
+  /** How many bytes of {@link #header} are filled. */
+  private int headerBytes;
+  /** Bytes still to come of the frame in progress: payload in PIECES, all of it in WHOLE. */
+  private int left;
+  /** The whole size of the frame in progress, header included. */
+  private int frameBytes;
+  /** PIECES: the frame's flags and stream. WHOLE: whether it is a DATA frame. */
+  private int dataFlags;
+  private int dataStreamId;
+  private boolean wholeIsData;
+  /** WHOLE: the parts received so far. */
+  private CompositeByteBuf whole;
+  /** WHOLE: copied bytes not yet added to {@link #whole} (it grows by whole pieces). */
+  private ByteBuf copyPiece;
+
+  // Within one call of slice() only.
+  /** The read buffer once the budget tracks it; else null. */
+  private ByteBuf trackedRead;
+  /** The bytes [regionFrom, regionTo) of {@link #regionRead} that go on as one slice. */
+  private ByteBuf regionRead;
+  private int regionFrom;
+  private int regionTo;
+
+  /**
+   * Creates a slicer.
+   *
+   * @param server true on a server, which first receives the 24-byte client preface
+   * @param maxFrameSize the SETTINGS_MAX_FRAME_SIZE this end advertises
+   * @param budget where the buffers handed on are counted until released
+   * @param readHeadroom true when every buffer it is given has {@link #HEADROOM_BYTES} free bytes
+   *     before its reader index, which the slicer may write a frame header into
+   */
+  public FrameSlicer(boolean server, int maxFrameSize, ReadBudget budget, boolean readHeadroom) {
+    this.budget = budget;
+    this.readHeadroom = readHeadroom;
+    this.maxFrameSize = maxFrameSize;
+    if (server) {
+      state = State.WHOLE;
+      left = CLIENT_PREFACE_BYTES;
+      frameBytes = CLIENT_PREFACE_BYTES;
+    } else {
+      state = State.FRAME;
+    }
+  }
+
+  /**
+   * Hands the next handler of {@code ctx} every whole frame and DATA piece {@code in} completes.
+   *
+   * @param in owned: released here; what goes on are retained slices of it and copies
+   */
+  public void slice(ChannelHandlerContext ctx, ByteBuf in) {
+    try {
+      if (state == State.PASS_THROUGH) {
+        handOn(ctx, sliceOf(in, in.readerIndex(), in.readableBytes()));
+      } else {
+        sliceFrames(ctx, in);
+        handOnRegion(ctx);
+      }
+    } finally {
+      regionRead = null;
+      trackedRead = null;
+      in.release();
+    }
+  }
+
+  /** Releases what a frame in progress holds; the slicer then holds nothing. */
+  public void release() {
+    header = null;
+    headerBytes = 0;
+    left = 0;
+    if (copyPiece != null) {
+      copyPiece.release();
+      copyPiece = null;
+    }
+    if (whole != null) {
+      whole.release();
+      whole = null;
+    }
+    state = State.FRAME;
+  }
+
+  /** Bytes held between reads: 0 when idle. */
+  int heldBytes() {
+    return headerBytes + (whole == null ? 0 : whole.readableBytes())
+        + (copyPiece == null ? 0 : copyPiece.readableBytes());
+  }
+
+  /** @param in borrowed: its reader index is advanced past everything handed on or kept */
+  private void sliceFrames(ChannelHandlerContext ctx, ByteBuf in) {
+    int pinBase = in.capacity();
+    switch (state) {
+      case HEADER:
+        if (!completeHeader(ctx, in, pinBase)) {
+          return;
+        }
+        if (state != State.FRAME) {
+          return;
+        }
+        break;
+      case PIECES:
+        handOnDataPiece(ctx, in, Math.min(left, in.readableBytes()), pinBase);
+        if (state != State.FRAME) {
+          return;
+        }
+        break;
+      case WHOLE:
+        appendToWhole(ctx, in, Math.min(left, in.readableBytes()), pinBase);
+        if (state != State.FRAME) {
+          return;
+        }
+        break;
+      default:
+        break;
+    }
+    sliceWholeFrames(ctx, in, pinBase);
+  }
+
+  /**
+   * Hands on the whole frames at the start of {@code in}, then starts the frame it cuts, if any.
+   *
+   * @param in borrowed: its reader index is advanced past everything handed on or kept
+   */
+  private void sliceWholeFrames(ChannelHandlerContext ctx, ByteBuf in, int pinBase) {
+    int pos = in.readerIndex();
+    int end = in.writerIndex();
+    int runStart = pos;
+    Run run = Run.EITHER;
+    while (end - pos >= FRAME_HEADER_BYTES) {
+      int length = in.getUnsignedMedium(pos);
+      if (length > maxFrameSize) {
+        handOnRun(ctx, in, runStart, pos, run);
+        state = State.PASS_THROUGH;
+        handOn(ctx, sliceOf(in, pos, end - pos));
+        in.readerIndex(end);
+        return;
+      }
+      if (end - pos - FRAME_HEADER_BYTES < length) {
+        break;
+      }
+      if (in.getUnsignedByte(pos + 3) == TYPE_DATA) {
+        Run kind = mayPin(FRAME_HEADER_BYTES + length, pinBase) ? Run.SLICE : Run.COPY;
+        countData(kind == Run.SLICE, FRAME_HEADER_BYTES + length);
+        if (run != Run.EITHER && run != kind) {
+          handOnRun(ctx, in, runStart, pos, run);
+          runStart = pos;
+        }
+        run = kind;
+      }
+      pos += FRAME_HEADER_BYTES + length;
+    }
+    handOnRun(ctx, in, runStart, pos, run);
+    in.readerIndex(pos);
+    if (!in.isReadable()) {
+      return;
+    }
+    if (in.readableBytes() < FRAME_HEADER_BYTES) {
+      state = State.HEADER;
+      headerBytes = in.readableBytes();
+      header = new byte[FRAME_HEADER_BYTES];
+      in.readBytes(header, 0, headerBytes);
+      return;
+    }
+    int length = in.getUnsignedMedium(pos);
+    int type = in.getUnsignedByte(pos + 3);
+    int flags = in.getUnsignedByte(pos + 4);
+    if (splits(type, flags)) {
+      startPieces(length, flags, in.getInt(pos + 5));
+      in.skipBytes(FRAME_HEADER_BYTES);
+      // The first piece reuses the frame's own header, rewritten for the piece.
+      handOnDataPiece(ctx, in, in.readableBytes(), pinBase);
+      return;
+    }
+    startWhole(length, type == TYPE_DATA);
+    appendToWhole(ctx, in, in.readableBytes(), pinBase);
+  }
+
+  /** What a run of whole frames goes on as. */
+  private enum Run {
+    /** No DATA frame yet: either. */
+    EITHER,
+    /** A retained slice of the read buffer. */
+    SLICE,
+    /** A right-sized copy: a DATA payload in it would pin its read buffer. */
+    COPY
+  }
+
+  /** Whether a frame cut by a read goes on in pieces: unpadded DATA, given headroom. */
+  private boolean splits(int type, int flags) {
+    return readHeadroom && type == TYPE_DATA && (flags & FLAG_PADDED) == 0;
+  }
+
+  private void startPieces(int length, int flags, int streamWord) {
+    state = length == 0 ? State.FRAME : State.PIECES;
+    left = length;
+    dataFlags = flags;
+    dataStreamId = streamWord & 0x7fffffff;
+    frameBytes = FRAME_HEADER_BYTES + length;
+  }
+
+  private void startWhole(int length, boolean isData) {
+    state = State.WHOLE;
+    left = FRAME_HEADER_BYTES + length;
+    frameBytes = left;
+    wholeIsData = isData;
+  }
+
+  /**
+   * Hands on the next {@code n} payload bytes of the DATA frame in progress as a whole DATA frame
+   * of their own: the same stream, END_STREAM only on the last piece. The header goes into the 9
+   * bytes before the payload and the piece goes on as one slice. With no room before it, the
+   * piece goes on as a composite of a header and the slice. A piece that may not pin its buffer
+   * is copied with its header.
+   *
+   * <pre>
+   *   read 1: | ... | DATA len=16384 | 6000 B |        read 2: | headroom 9 | 10384 B | ... |
+   *   handed on:  | DATA len=6000 (no END_STREAM) | 6000 B |   | DATA len=10384 | 10384 B |
+   * </pre>
+   *
+   * @param in borrowed: bytes before its reader index may be overwritten; its reader index is
+   *     advanced by {@code n}
+   */
+  private void handOnDataPiece(ChannelHandlerContext ctx, ByteBuf in, int n, int pinBase) {
+    if (n == 0) {
+      return;
+    }
+    int flags = n == left ? dataFlags : dataFlags & ~FLAG_END_STREAM;
+    int start = in.readerIndex() - FRAME_HEADER_BYTES;
+    if (!mayPin(frameBytes, pinBase)) {
+      ByteBuf copy = newCopy(ctx, FRAME_HEADER_BYTES + n);
+      writeDataHeader(copy, n, flags);
+      copy.writeBytes(in, in.readerIndex(), n);
+      countData(false, FRAME_HEADER_BYTES + n);
+      handOn(ctx, copy);
+    } else if (start >= 0) {
+      in.setMedium(start, n);
+      in.setByte(start + 3, TYPE_DATA);
+      in.setByte(start + 4, flags);
+      in.setInt(start + 5, dataStreamId);
+      countData(true, FRAME_HEADER_BYTES + n);
+      addToRegion(ctx, in, start, start + FRAME_HEADER_BYTES + n);
+    } else {
+      // No room before the payload (a buffer from an io_uring ring): the header goes in front.
+      CompositeByteBuf frame = ctx.alloc().compositeDirectBuffer(2);
+      frame.addComponent(true, writeDataHeader(newCopy(ctx, FRAME_HEADER_BYTES), n, flags));
+      frame.addComponent(true, sliceOf(in, in.readerIndex(), n));
+      countData(true, FRAME_HEADER_BYTES + n);
+      handOn(ctx, frame);
+    }
+    in.skipBytes(n);
+    left -= n;
+    if (left == 0) {
+      state = State.FRAME;
+    }
+  }
+
+  /** @param to borrowed: a DATA frame header for {@code n} payload bytes is written to it */
+  private ByteBuf writeDataHeader(ByteBuf to, int n, int flags) {
+    return to.writeMedium(n).writeByte(TYPE_DATA).writeByte(flags).writeInt(dataStreamId);
+  }
+
+  /**
+   * Fills the header a previous read cut short; once whole, starts its frame.
+   *
+   * @param in borrowed: its reader index is advanced past the bytes taken
+   * @return false while the header is incomplete
+   */
+  private boolean completeHeader(ChannelHandlerContext ctx, ByteBuf in, int pinBase) {
+    int take = Math.min(FRAME_HEADER_BYTES - headerBytes, in.readableBytes());
+    in.readBytes(header, headerBytes, take);
+    headerBytes += take;
+    if (headerBytes < FRAME_HEADER_BYTES) {
+      return false;
+    }
+    byte[] header = this.header;
+    this.header = null;
+    headerBytes = 0;
+    int length = (header[0] & 0xff) << 16 | (header[1] & 0xff) << 8 | (header[2] & 0xff);
+    int type = header[3] & 0xff;
+    int flags = header[4] & 0xff;
+    if (length > maxFrameSize) {
+      state = State.PASS_THROUGH;
+      handOn(ctx, newCopy(ctx, FRAME_HEADER_BYTES).writeBytes(header));
+      if (in.isReadable()) {
+        handOn(ctx, sliceOf(in, in.readerIndex(), in.readableBytes()));
+        in.skipBytes(in.readableBytes());
+      }
+      return true;
+    }
+    if (length > 0 && splits(type, flags)) {
+      // Each piece of the payload gets a header of its own: this one is not needed.
+      startPieces(length, flags, intBE(header, 5));
+      handOnDataPiece(ctx, in, Math.min(left, in.readableBytes()), pinBase);
+      return true;
+    }
+    startWhole(length, type == TYPE_DATA);
+    if (wholeIsData) {
+      countData(false, FRAME_HEADER_BYTES);
+    }
+    copyIntoWhole(ctx, io.netty.buffer.Unpooled.wrappedBuffer(header), FRAME_HEADER_BYTES);
+    appendToWhole(ctx, in, Math.min(left, in.readableBytes()), pinBase);
+    return true;
+  }
+
+  /**
+   * Adds the next {@code n} bytes of {@code in} to the frame being assembled: a retained slice if
+   * it is a DATA frame large enough against this read buffer (the frame, not the piece), else a
+   * copy. Hands the frame on once it is whole.
+   *
+   * @param in borrowed: its reader index is advanced by {@code n}
+   */
+  private void appendToWhole(ChannelHandlerContext ctx, ByteBuf in, int n, int pinBase) {
+    if (n > 0) {
+      if (wholeIsData && mayPin(frameBytes, pinBase)) {
+        addCopyPiece(ctx);
+        parts(ctx).addComponent(true, sliceOf(in, in.readerIndex(), n));
+        in.skipBytes(n);
+        countData(true, n);
+        left -= n;
+      } else {
+        if (wholeIsData) {
+          countData(false, n);
+        }
+        copyIntoWhole(ctx, in, n);
+      }
+    }
+    if (left == 0) {
+      addCopyPiece(ctx);
+      ByteBuf frame = whole;
+      whole = null;
+      state = State.FRAME;
+      handOn(ctx, frame);
+    }
+  }
+
+  /** @param in borrowed: its reader index is advanced by {@code n} */
+  private void copyIntoWhole(ChannelHandlerContext ctx, ByteBuf in, int n) {
+    int remaining = n;
+    while (remaining > 0) {
+      if (copyPiece == null) {
+        copyPiece = newCopy(ctx, Math.min(left, COPY_PIECE_BYTES));
+      }
+      int take = Math.min(remaining, copyPiece.writableBytes());
+      copyPiece.writeBytes(in, take);
+      remaining -= take;
+      left -= take;
+      if (!copyPiece.isWritable()) {
+        addCopyPiece(ctx);
+      }
+    }
+  }
+
+  private CompositeByteBuf parts(ChannelHandlerContext ctx) {
+    if (whole == null) {
+      whole = ctx.alloc().compositeDirectBuffer(Integer.MAX_VALUE);
+    }
+    return whole;
+  }
+
+  private void addCopyPiece(ChannelHandlerContext ctx) {
+    if (copyPiece != null) {
+      parts(ctx).addComponent(true, copyPiece);
+      copyPiece = null;
+    }
+  }
+
+  /**
+   * Hands on frames {@code [from, to)} of {@code in} as one slice or one right-sized copy.
+   *
+   * @param in borrowed: a slice handed on takes a reference of its own
+   */
+  private void handOnRun(ChannelHandlerContext ctx, ByteBuf in, int from, int to, Run run) {
+    if (from == to) {
+      return;
+    }
+    if (run == Run.COPY) {
+      handOn(ctx, newCopy(ctx, to - from).writeBytes(in, from, to - from));
+    } else {
+      addToRegion(ctx, in, from, to);
+    }
+  }
+
+  /**
+   * Adds the bytes {@code [from, to)} of the read buffer to the region that goes on as one slice,
+   * handing on the region so far first if they do not follow it.
+   *
+   * @param in borrowed
+   */
+  private void addToRegion(ChannelHandlerContext ctx, ByteBuf in, int from, int to) {
+    if (regionRead == in && regionTo == from) {
+      regionTo = to;
+      return;
+    }
+    handOnRegion(ctx);
+    regionRead = in;
+    regionFrom = from;
+    regionTo = to;
+  }
+
+  /**
+   * Hands on the region gathered so far, if any, as one retained slice. A slice rather than the
+   * read buffer itself: gRPC's deframer takes a retained slice of what it gets per message, and of
+   * a pooled slice that is a recycled object, of a plain buffer a new one.
+   */
+  private void handOnRegion(ChannelHandlerContext ctx) {
+    if (regionRead != null) {
+      ByteBuf read = regionRead;
+      regionRead = null;
+      forward(ctx, sliceOf(read, regionFrom, regionTo - regionFrom));
+    }
+  }
+
+  /**
+   * Hands on the region gathered so far, then {@code out}.
+   *
+   * @param out owned: handed to the next handler
+   */
+  private void handOn(ChannelHandlerContext ctx, ByteBuf out) {
+    handOnRegion(ctx);
+    forward(ctx, out);
+  }
+
+  /**
+   * Hands {@code out} on, and counts it if the next handler left part of it unread. A reference is
+   * held across the call so the check never looks at a buffer already recycled.
+   *
+   * @param out owned: handed to the next handler
+   */
+  private static void forward(ChannelHandlerContext ctx, ByteBuf out) {
+    out.retain();
+    try {
+      ctx.fireChannelRead(out);
+      if (out.isReadable()) {
+        Metric.UNCONSUMED_HAND_ONS.add(1);
+      }
+    } finally {
+      out.release();
+    }
+  }
+
+  /**
+   * A retained slice of the read buffer {@code in}, which the budget tracks from its first slice.
+   *
+   * @param in borrowed
+   * @return owned by the caller
+   */
+  private ByteBuf sliceOf(ByteBuf in, int index, int length) {
+    if (trackedRead != in) {
+      budget.track(in);
+      trackedRead = in;
+    }
+    return in.retainedSlice(index, length);
+  }
+
+  /** @return owned: a new pooled buffer of {@code capacity} bytes, which the budget tracks */
+  private ByteBuf newCopy(ChannelHandlerContext ctx, int capacity) {
+    ByteBuf copy = ctx.alloc().directBuffer(capacity);
+    budget.track(copy);
+    return copy;
+  }
+
+  private static int intBE(byte[] bytes, int offset) {
+    return (bytes[offset] & 0xff) << 24 | (bytes[offset + 1] & 0xff) << 16
+        | (bytes[offset + 2] & 0xff) << 8 | (bytes[offset + 3] & 0xff);
+  }
+
+  /** Whether a DATA frame of {@code frameBytes} may be sliced from a buffer of {@code pinBase}. */
+  private static boolean mayPin(int frameBytes, int pinBase) {
+    return (long) frameBytes * PIN_RATIO >= pinBase;
+  }
+
+  private static void countData(boolean sliced, int bytes) {
+    (sliced ? Metric.DATA_BYTES_SLICED : Metric.DATA_BYTES_COPIED).add(bytes);
+  }
+}

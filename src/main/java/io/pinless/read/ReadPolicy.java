@@ -1,0 +1,359 @@
+package io.pinless.read;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufAllocator;
+import io.netty.channel.ChannelConfig;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.RecvByteBufAllocator;
+import io.netty.util.UncheckedBooleanSupplier;
+import io.netty.util.concurrent.ScheduledFuture;
+import io.pinless.PinlessMetrics.Metric;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * When a connection's socket is read, and how much. A handler drives it from its pipeline entry
+ * ({@link ReadOnReadyHandler} alone, or {@code io.pinless.connection.ConnectionHandler} with the
+ * stages above it); it knows nothing of what the bytes carry.
+ *
+ * <p>When: {@code AUTO_READ} is off; the policy asks for one read when the channel becomes active
+ * and one after each read batch. It holds the next read back while the {@link ReadBudget} is
+ * exceeded and, when enabled, while the channel is not writable, and asks for it as soon as both
+ * clear. The driving handler swallows every other handler's {@code read()}.
+ *
+ * <p>Budget sweeps: after every read batch, on every flush while a read is held (gRPC flushes
+ * window updates as the application consumes), and on a timer while the budget tracks anything.
+ * The timer starts at {@link #SWEEP_MILLIS} and doubles up to {@link #MAX_SWEEP_MILLIS}; a held
+ * read is retried every {@link #SWEEP_MILLIS}. A timer sweep that finds nothing tracked gives
+ * back the budget's table, so a quiet connection holds none.
+ *
+ * <p>How much: Netty's transports take a buffer only once the socket is readable (NIO and epoll
+ * after readiness, io_uring with a provided-buffer ring when data arrives). Reads start at the
+ * maximum, halve after two single-read batches in a row that each filled at most half a buffer
+ * (down to {@link #MIN_READ_BYTES}), and go back to the maximum when a read fills its buffer. A
+ * batch goes on for up to {@link #MAX_READS_PER_BATCH} reads while each read fills its buffer and
+ * no hold applies. A stage above may size reads itself ({@link ReadTarget}) and may ask for free
+ * bytes before each fresh buffer's reader index ({@link #headroom}).
+ *
+ * <p>The policy is also the channel's {@link RecvByteBufAllocator}, its handle and its sweep
+ * timer's task: one object per connection end (Netty's adaptive handle with its calculator and
+ * supplier costs 112 bytes).
+ *
+ * <p>Memory: the policy holds no buffer. Confined to the channel's event loop.
+ */
+public final class ReadPolicy
+    implements RecvByteBufAllocator.ExtendedHandle, RecvByteBufAllocator, Runnable {
+  /** 1 KiB: small enough that a trickle of small frames does not take large buffers. */
+  public static final int MIN_READ_BYTES = 1024;
+  /**
+   * 48 KiB, a pool size class: three 16 KiB HTTP/2 frames nearly fit, and a DATA frame of 12 KiB
+   * or more is at least a quarter of it, so the frame slicer slices gRPC's bulk frames. Larger
+   * than grpc-go's 32.5 KiB because each read costs the decoders behind it a pass.
+   */
+  public static final int MAX_READ_BYTES = 48 * 1024;
+  /** 64 KiB: the largest read ever asked for, as in Netty's adaptive reads. */
+  public static final int LARGEST_READ_BYTES = 64 * 1024;
+  /** 16 reads, Netty's default per batch. */
+  public static final int MAX_READS_PER_BATCH = 16;
+  /** While the budget tracks buffers, it is swept this often (besides every batch and flush). */
+  public static final long SWEEP_MILLIS = 10;
+  /** The longest the sweep timer waits: it doubles each time from {@link #SWEEP_MILLIS}. */
+  public static final long MAX_SWEEP_MILLIS = 1280;
+  /** How many times the sweep delay doubles: 10 ms to {@link #MAX_SWEEP_MILLIS}. */
+  private static final int MAX_SWEEP_BACKOFF = 7;
+
+  /** A stage above that may supply the next read's buffer or size. */
+  public interface ReadTarget {
+    /**
+     * The buffer the next read should fill from its writer index, or null for a fresh one.
+     *
+     * @return owned by the read loop (retained for it), which fires it on like any read buffer
+     */
+    ByteBuf nextReadBuffer();
+
+    /**
+     * The size of a fresh read (capped at {@link #LARGEST_READ_BYTES}), or 0 to leave it to the
+     * policy. A buffer sized so has no headroom: the target itself reads it.
+     */
+    int nextReadBytes();
+  }
+
+  private final ReadBudget budget;
+  private final boolean holdWhileUnwritable;
+  /** The largest read the policy asks for by itself. */
+  private final int maxReadBytes;
+  /** The size of the next read the policy sizes. */
+  private int size;
+  private ChannelHandlerContext ctx;
+  /** Free bytes before the reader index of each fresh buffer the policy sizes. */
+  private int headroom;
+  /** Where the next read goes, when a stage above knows; null for a fresh buffer. */
+  private ReadTarget target;
+  /** A read is wanted but held back by writability or the budget. */
+  private boolean readOwed;
+  /** The scheduled sweep; null when none. */
+  private ScheduledFuture<?> sweepTimer;
+  /** The sweep timer's next delay: {@link #SWEEP_MILLIS} doubled this many times. */
+  private byte sweepBackoff;
+  /** What the transport tried to read into the last buffer. */
+  private int attemptedBytes;
+  /** What the last read got (negative at the end of stream). */
+  private int lastBytes;
+  /** Reads in the current batch. */
+  private byte readsInBatch;
+  /** The last batch read at most half of {@link #size}: one more such batch halves it. */
+  private boolean shrinkNext;
+
+  /**
+   * A policy that holds reads while {@code budget} is exceeded and, if {@code
+   * holdWhileUnwritable}, while the channel is not writable, with reads of at most {@code
+   * maxReadBytes} (1 KiB to 64 KiB).
+   */
+  public ReadPolicy(ReadBudget budget, boolean holdWhileUnwritable, int maxReadBytes) {
+    if (maxReadBytes < MIN_READ_BYTES || maxReadBytes > LARGEST_READ_BYTES) {
+      throw new IllegalArgumentException("maxReadBytes must be 1 KiB to 64 KiB: " + maxReadBytes);
+    }
+    this.budget = budget;
+    this.holdWhileUnwritable = holdWhileUnwritable;
+    this.maxReadBytes = maxReadBytes;
+    this.size = maxReadBytes;
+  }
+
+  /** The budget this policy reads against. */
+  public ReadBudget budget() {
+    return budget;
+  }
+
+  /** Leaves {@code bytes} free before the reader index of each fresh buffer it sizes. */
+  public void headroom(int bytes) {
+    if (bytes < 0 || bytes >= MIN_READ_BYTES) {
+      throw new IllegalArgumentException("headroom must be 0 to 1023 bytes: " + bytes);
+    }
+    headroom = bytes;
+  }
+
+  /** Sets (or, with null, clears) the stage that sizes reads. */
+  public void target(ReadTarget target) {
+    this.target = target;
+  }
+
+  /** Takes over the channel's reads from {@code ctx}, the driving handler's context. */
+  public void attach(ChannelHandlerContext ctx) {
+    this.ctx = ctx;
+    ctx.channel().config().setAutoRead(false);
+    // With an io_uring buffer ring the kernel picks the buffer and this handle is unused.
+    ctx.channel().config().setRecvByteBufAllocator(this);
+    readIfReady();
+  }
+
+  /** The channel became active: the first read. */
+  public void channelActive() {
+    readIfReady();
+  }
+
+  /** A read batch ended: sweep, read again, and keep the timer going while anything is tracked. */
+  public void batchEnded() {
+    budget.sweep();
+    readIfReady();
+    sweepLater();
+  }
+
+  /** A flush passed: gRPC may have released buffers and sent window updates. */
+  public void flushed() {
+    if (readOwed) {
+      budget.sweep();
+      readIfReady();
+    }
+  }
+
+  /** Writability changed: a held read may go. */
+  public void writabilityChanged() {
+    if (readOwed) {
+      readIfReady();
+    }
+  }
+
+  /** The connection ended: gives up the budget's references and the timer. */
+  public void detach() {
+    budget.releaseAll();
+    if (sweepTimer != null) {
+      sweepTimer.cancel(false);
+      sweepTimer = null;
+    }
+  }
+
+  /** True while a read is held back. */
+  public boolean isHoldingRead() {
+    return readOwed;
+  }
+
+  /** Sweeps, retries a held read, and comes back while anything is tracked. */
+  private void sweepNow() {
+    sweepTimer = null;
+    sweepBackoff = readOwed ? 0 : (byte) Math.min(sweepBackoff + 1, MAX_SWEEP_BACKOFF);
+    budget.sweep();
+    if (readOwed) {
+      readIfReady();
+    }
+    if (!readOwed) {
+      budget.trim();
+    }
+    sweepLater();
+  }
+
+  /**
+   * Schedules the next timer sweep if one is needed: soon for a held read, after the backing-off
+   * delay while buffers are tracked, after {@link #MAX_SWEEP_MILLIS} to give back the budget's
+   * table. An earlier timer is kept, a later one brought forward.
+   */
+  private void sweepLater() {
+    if (budget.trackedBuffers() == 0) {
+      sweepBackoff = 0;
+    }
+    long delay;
+    if (readOwed) {
+      delay = SWEEP_MILLIS;
+    } else if (budget.trackedBuffers() > 0) {
+      delay = SWEEP_MILLIS << sweepBackoff;
+    } else if (budget.hasTable()) {
+      delay = MAX_SWEEP_MILLIS;
+    } else {
+      return;
+    }
+    if (!ctx.channel().isActive()) {
+      return;
+    }
+    if (sweepTimer != null) {
+      if (sweepTimer.getDelay(TimeUnit.MILLISECONDS) <= delay) {
+        return;
+      }
+      sweepTimer.cancel(false);
+    }
+    sweepTimer = ctx.executor().schedule(this, delay, TimeUnit.MILLISECONDS);
+  }
+
+  /** False while a hold applies. */
+  private boolean mayRead() {
+    return !(holdWhileUnwritable && !ctx.channel().isWritable()) && !budget.isExceeded();
+  }
+
+  private void readIfReady() {
+    if (!ctx.channel().isActive()) {
+      return;
+    }
+    if (!mayRead()) {
+      if (!readOwed) {
+        readOwed = true;
+        Metric.READS_HELD.add(1);
+      }
+      sweepLater();
+      return;
+    }
+    readOwed = false;
+    ctx.read();
+  }
+
+  // The channel's read handle.
+
+  /** The channel's one handle: this object (one small object per connection end). */
+  @Override
+  public RecvByteBufAllocator.Handle newHandle() {
+    return this;
+  }
+
+  /** The sweep timer's task. */
+  @Override
+  public void run() {
+    sweepNow();
+  }
+
+  @Override
+  public void reset(ChannelConfig config) {
+    readsInBatch = 0;
+    lastBytes = 0;
+    attemptedBytes = 0;
+  }
+
+  /**
+   * @return owned by the channel's read loop: the target's buffer, a fresh one of the size the
+   *     target asks for, or a fresh one of the policy's size with the headroom before it
+   */
+  @Override
+  public ByteBuf allocate(ByteBufAllocator alloc) {
+    ReadTarget into = target;
+    if (into != null) {
+      ByteBuf buf = into.nextReadBuffer();
+      if (buf != null) {
+        return buf;
+      }
+      int wanted = into.nextReadBytes();
+      if (wanted > 0) {
+        return alloc.ioBuffer(Math.min(wanted, LARGEST_READ_BYTES));
+      }
+    }
+    ByteBuf buf = alloc.ioBuffer(size);
+    return buf.writerIndex(headroom).readerIndex(headroom);
+  }
+
+  @Override
+  public int guess() {
+    return size;
+  }
+
+  @Override
+  public void incMessagesRead(int reads) {
+    readsInBatch = (byte) Math.min(readsInBatch + reads, MAX_READS_PER_BATCH);
+  }
+
+  @Override
+  public void lastBytesRead(int bytes) {
+    lastBytes = bytes;
+    if (bytes > 0 && bytes == attemptedBytes) {
+      size = maxReadBytes;
+      shrinkNext = false;
+    }
+  }
+
+  @Override
+  public int lastBytesRead() {
+    return lastBytes;
+  }
+
+  @Override
+  public void attemptedBytesRead(int bytes) {
+    attemptedBytes = bytes;
+  }
+
+  @Override
+  public int attemptedBytesRead() {
+    return attemptedBytes;
+  }
+
+  @Override
+  public boolean continueReading() {
+    return readsInBatch < MAX_READS_PER_BATCH
+        && lastBytes > 0
+        && lastBytes == attemptedBytes
+        && mayRead();
+  }
+
+  @Override
+  public boolean continueReading(UncheckedBooleanSupplier maybeMoreData) {
+    return readsInBatch < MAX_READS_PER_BATCH
+        && lastBytes > 0
+        && maybeMoreData.get()
+        && mayRead();
+  }
+
+  /** A single read of at most half the size counts towards halving it. */
+  @Override
+  public void readComplete() {
+    if (readsInBatch == 1 && lastBytes >= 0 && lastBytes <= size / 2) {
+      if (shrinkNext) {
+        size = Math.max(MIN_READ_BYTES, size / 2);
+      }
+      shrinkNext = !shrinkNext;
+    } else {
+      shrinkNext = false;
+    }
+  }
+}
