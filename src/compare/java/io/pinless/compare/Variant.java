@@ -33,7 +33,6 @@ import io.netty.channel.uring.IoUringServerSocketChannel;
 import io.netty.channel.uring.IoUringSocketChannel;
 import io.pinless.grpc.PinlessChannelCredentials;
 import io.pinless.grpc.PinlessServerCredentials;
-import io.pinless.read.ReadOnReadyHandler;
 import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.util.ArrayList;

@@ -4,7 +4,7 @@ import io.netty.buffer.ByteBuf;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.pinless.http2.FrameSlicer;
-import java.util.function.Consumer;
+import java.util.function.BiConsumer;
 
 /**
  * Decrypts ALTS records as a pipeline entry: ciphertext {@link ByteBuf}s in, plaintext {@link
@@ -25,9 +25,11 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter {
   /** Free bytes before each plaintext buffer's reader index: an HTTP/2 frame header. */
   public static final int HEADROOM_BYTES = FrameSlicer.HEADROOM_BYTES;
 
+  /** Fires plaintext to the next handler. */
+  private static final BiConsumer<ChannelHandlerContext, ByteBuf> FIRE =
+      ChannelHandlerContext::fireChannelRead;
+
   private final AltsRecordOpener opener;
-  /** Fires plaintext to the next handler; made once the context is known. */
-  private Consumer<ByteBuf> fire;
 
   /**
    * Creates a decoder for records sent by the peer.
@@ -49,11 +51,6 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter {
     opener = new AltsRecordOpener(protocol, key, isClient, maxFrameSize, aes);
   }
 
-  @Override
-  public void handlerAdded(ChannelHandlerContext ctx) {
-    fire = ctx::fireChannelRead;
-  }
-
   /**
    * Decrypts the records in {@code msg}; any other message passes through.
    *
@@ -67,7 +64,7 @@ public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter {
     }
     ByteBuf in = (ByteBuf) msg;
     try {
-      opener.open(ctx, in, HEADROOM_BYTES, fire);
+      opener.open(ctx, in, HEADROOM_BYTES, FIRE);
     } catch (AltsRecordException e) {
       ctx.fireExceptionCaught(e);
       ctx.close();

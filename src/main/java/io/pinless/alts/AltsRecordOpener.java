@@ -5,7 +5,7 @@ import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelHandlerContext;
 import io.pinless.PinlessMetrics.Metric;
 import java.security.GeneralSecurityException;
-import java.util.function.Consumer;
+import java.util.function.BiConsumer;
 import javax.crypto.AEADBadTagException;
 
 /**
@@ -32,6 +32,9 @@ import javax.crypto.AEADBadTagException;
  * {@code 4 + length} bytes (at most {@code maxFrameSize}). The plaintext it hands on pins nothing
  * else.
  *
+ * <p>Not final: {@link AltsRecordStage} extends it, so a connection end's record stage is one
+ * object with its sealer, not two.
+ *
  * <p>Errors: a length below 20, a frame above {@code maxFrameSize} (checked before anything is
  * allocated from it), a type other than 6, a tag that does not verify (which includes a record
  * sent in the wrong direction) and counter overflow are fatal: the plaintext of every record
@@ -39,7 +42,7 @@ import javax.crypto.AEADBadTagException;
  * input is dropped. {@link #endOfInput} with a record partly received throws one ({@code
  * TRUNCATED}).
  */
-final class AltsRecordOpener {
+class AltsRecordOpener {
   /**
    * 4 KiB: a partial record missing at least this much is read into directly; a smaller rest is
    * read with whatever follows it and copied.
@@ -86,7 +89,8 @@ final class AltsRecordOpener {
    * @param plaintext takes ownership of each buffer
    * @throws AltsRecordException on a fatal error, after the plaintext before it
    */
-  void open(ChannelHandlerContext ctx, ByteBuf in, int headroom, Consumer<ByteBuf> plaintext) {
+  void open(ChannelHandlerContext ctx, ByteBuf in, int headroom,
+      BiConsumer<ChannelHandlerContext, ByteBuf> plaintext) {
     if (state == State.FAILED) {
       return;
     }
@@ -99,7 +103,7 @@ final class AltsRecordOpener {
       throw e;
     }
     if (out != null) {
-      plaintext.accept(out);
+      plaintext.accept(ctx, out);
     }
   }
 
@@ -112,7 +116,7 @@ final class AltsRecordOpener {
    * @return plaintext the caller must hand on (and so release), or null when there is none
    */
   private ByteBuf decode(
-      ChannelHandlerContext ctx, ByteBuf msg, int headroom, Consumer<ByteBuf> plaintext) {
+      ChannelHandlerContext ctx, ByteBuf msg, int headroom, BiConsumer<ChannelHandlerContext, ByteBuf> plaintext) {
     // A read that went straight into the partial record (see nextReadBuffer) brought nothing else.
     boolean direct = msg == partial;
     ByteBuf in = direct ? Unpooled.EMPTY_BUFFER : msg;
@@ -170,11 +174,11 @@ final class AltsRecordOpener {
         in.readerIndex(start + frameBytes);
       }
     } catch (AltsRecordException e) {
-      handOnIfReadable(out, plaintext);
+      handOnIfReadable(ctx, out, plaintext);
       throw e;
     }
     if (headerError != null) {
-      handOnIfReadable(out, plaintext);
+      handOnIfReadable(ctx, out, plaintext);
       throw headerError;
     }
     if (in.isReadable()) {
@@ -244,9 +248,10 @@ final class AltsRecordOpener {
 
 
   /** @param out owned: handed on when readable, else released */
-  private static void handOnIfReadable(ByteBuf out, Consumer<ByteBuf> plaintext) {
+  private static void handOnIfReadable(
+      ChannelHandlerContext ctx, ByteBuf out, BiConsumer<ChannelHandlerContext, ByteBuf> plaintext) {
     if (out.isReadable()) {
-      plaintext.accept(out);
+      plaintext.accept(ctx, out);
     } else {
       out.release();
     }

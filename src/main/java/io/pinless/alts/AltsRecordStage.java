@@ -4,15 +4,14 @@ import io.netty.buffer.ByteBuf;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelPromise;
 import io.pinless.connection.RecordStage;
-import java.util.function.Consumer;
+import java.util.function.BiConsumer;
 
 /**
- * The ALTS record protocol as a {@link RecordStage}: records opened by an {@link
- * AltsRecordOpener} and sealed by an {@link AltsRecordSealer}, with their errors, ownership and
- * memory. Idle it holds no buffer.
+ * The ALTS record protocol as a {@link RecordStage}: records opened as {@link AltsRecordOpener}
+ * opens them (the stage is one, so a connection end holds one object less) and sealed by an
+ * {@link AltsRecordSealer}, with their errors, ownership and memory. Idle it holds no buffer.
  */
-public final class AltsRecordStage implements RecordStage {
-  private final AltsRecordOpener opener;
+public final class AltsRecordStage extends AltsRecordOpener implements RecordStage {
   private final AltsRecordSealer sealer;
 
   /**
@@ -31,7 +30,7 @@ public final class AltsRecordStage implements RecordStage {
 
   AltsRecordStage(
       AltsRecordProtocol protocol, byte[] key, boolean isClient, int maxFrameSize, AesGcm aes) {
-    opener = new AltsRecordOpener(protocol, key, isClient, maxFrameSize, aes);
+    super(protocol, key, isClient, maxFrameSize, aes);
     sealer = new AltsRecordSealer(protocol, key, isClient, maxFrameSize, aes);
   }
 
@@ -42,13 +41,14 @@ public final class AltsRecordStage implements RecordStage {
    * @throws AltsRecordException on a fatal error, after the plaintext before it
    */
   @Override
-  public void open(ChannelHandlerContext ctx, ByteBuf in, int headroom, Consumer<ByteBuf> out) {
-    opener.open(ctx, in, headroom, out);
+  public void open(ChannelHandlerContext ctx, ByteBuf in, int headroom,
+      BiConsumer<ChannelHandlerContext, ByteBuf> out) {
+    super.open(ctx, in, headroom, out);
   }
 
   @Override
   public void endOfInput() {
-    opener.endOfInput();
+    super.endOfInput();
   }
 
   /**
@@ -58,12 +58,12 @@ public final class AltsRecordStage implements RecordStage {
    */
   @Override
   public ByteBuf nextReadBuffer() {
-    return opener.nextReadBuffer();
+    return super.nextReadBuffer();
   }
 
   @Override
   public int nextReadBytes() {
-    return opener.nextReadBytes();
+    return super.nextReadBytes();
   }
 
   /** @param plaintext owned: released once sealed, or on failure */
@@ -87,17 +87,12 @@ public final class AltsRecordStage implements RecordStage {
     try {
       sealer.release();
     } finally {
-      opener.release();
+      super.release();
     }
-  }
-
-  /** How many bytes the stage holds between reads: 0 when idle. */
-  int heldBytes() {
-    return opener.heldBytes();
   }
 
   /** The receiving direction's record counter, for benchmarks that replay records. */
   AltsCounter receiveCounter() {
-    return opener.counter();
+    return counter();
   }
 }

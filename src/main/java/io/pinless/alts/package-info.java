@@ -1,2 +1,5 @@
-/** The ALTS record protocol: frames, counters, record ciphers and the two Netty handlers. */
+/**
+ * The ALTS record protocol: frames, counters, record ciphers, the record stage a connection runs,
+ * and its two halves as Netty handlers.
+ */
 package io.pinless.alts;

@@ -8,7 +8,7 @@ import io.pinless.PinlessMetrics.Metric;
 import io.pinless.http2.FrameSlicer;
 import io.pinless.read.ReadBudget;
 import io.pinless.read.ReadPolicy;
-import java.util.function.Consumer;
+import java.util.function.BiConsumer;
 
 /**
  * The one pinless handler of a connection end: a single pipeline entry, first in the pipeline,
@@ -32,15 +32,19 @@ import java.util.function.Consumer;
  * <p>Memory: the handler itself holds no buffer; idle, neither does any of its stages.
  */
 public final class ConnectionHandler extends ChannelDuplexHandler {
+  /**
+   * Hands a record stage's plaintext to the connection's slicer, or on: one object for every
+   * connection (each finds its handler through the context), not one per connection.
+   */
+  private static final BiConsumer<ChannelHandlerContext, ByteBuf> PLAINTEXT =
+      (ctx, plaintext) -> ((ConnectionHandler) ctx.handler()).plaintext(ctx, plaintext);
+
   private final ReadPolicy reads;
   /** The record stage once installed, or null (plaintext, or before install). */
   private RecordStage records;
   /** The frame slicer once installed, or null (not HTTP/2, or before install). */
   private FrameSlicer slicer;
-  /** Where the record stage's plaintext goes: the slicer, or the next handler; set on install. */
-  private Consumer<ByteBuf> plaintextTo;
   private boolean installed;
-  private ChannelHandlerContext ctx;
 
   /**
    * Creates the handler of one connection end whose reads are at most {@code maxReadBytes}.
@@ -68,9 +72,6 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
     this.records = records;
     this.slicer = slicer;
     if (records != null) {
-      plaintextTo = slicer == null
-          ? plaintext -> ctx.fireChannelRead(plaintext)
-          : plaintext -> slicer.slice(ctx, plaintext);
       reads.target(records);
     } else if (slicer != null) {
       reads.headroom(FrameSlicer.HEADROOM_BYTES);
@@ -85,7 +86,6 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
 
   @Override
   public void handlerAdded(ChannelHandlerContext ctx) {
-    this.ctx = ctx;
     reads.attach(ctx);
   }
 
@@ -100,7 +100,7 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
     if (records != null && msg instanceof ByteBuf) {
       ByteBuf in = (ByteBuf) msg;
       try {
-        records.open(ctx, in, FrameSlicer.HEADROOM_BYTES, plaintextTo);
+        records.open(ctx, in, FrameSlicer.HEADROOM_BYTES, PLAINTEXT);
       } catch (RuntimeException e) {
         ctx.fireExceptionCaught(e);
         ctx.close();
@@ -111,6 +111,15 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
       slicer.slice(ctx, (ByteBuf) msg);
     } else {
       ctx.fireChannelRead(msg);
+    }
+  }
+
+  /** @param plaintext owned: sliced, or handed on */
+  private void plaintext(ChannelHandlerContext ctx, ByteBuf plaintext) {
+    if (slicer != null) {
+      slicer.slice(ctx, plaintext);
+    } else {
+      ctx.fireChannelRead(plaintext);
     }
   }
 

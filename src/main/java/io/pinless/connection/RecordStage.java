@@ -4,7 +4,7 @@ import io.netty.buffer.ByteBuf;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelPromise;
 import io.pinless.read.ReadPolicy;
-import java.util.function.Consumer;
+import java.util.function.BiConsumer;
 
 /**
  * A connection's record layer between the socket and HTTP/2 (ALTS today): it opens the records
@@ -28,11 +28,12 @@ public interface RecordStage extends ReadPolicy.ReadTarget {
    *
    * @param in borrowed: its reader index is advanced past everything consumed; it may be the
    *     buffer {@link #nextReadBuffer} supplied
-   * @param out takes ownership of each plaintext buffer
+   * @param out takes ownership of each plaintext buffer, given with {@code ctx}
    * @throws RuntimeException on a fatal error (a {@code DecoderException} for bad input), after
    *     handing on the plaintext of the records before it
    */
-  void open(ChannelHandlerContext ctx, ByteBuf in, int headroom, Consumer<ByteBuf> out);
+  void open(ChannelHandlerContext ctx, ByteBuf in, int headroom,
+      BiConsumer<ChannelHandlerContext, ByteBuf> out);
 
   /**
    * The peer closed the connection.

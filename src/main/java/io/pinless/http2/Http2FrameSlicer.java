@@ -15,11 +15,6 @@ import io.pinless.read.ReadBudget;
  * the handler is removed.
  */
 public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
-  /** A DATA frame is sliced only from read buffers at most this many times its own size. */
-  public static final int PIN_RATIO = FrameSlicer.PIN_RATIO;
-  /** HTTP/2's default SETTINGS_MAX_FRAME_SIZE, which grpc-netty keeps. */
-  public static final int DEFAULT_MAX_FRAME_SIZE = FrameSlicer.DEFAULT_MAX_FRAME_SIZE;
-
   private final FrameSlicer slicer;
 
   /**

@@ -21,7 +21,7 @@ import io.pinless.read.ReadBudget;
 import java.io.ByteArrayOutputStream;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.function.Consumer;
+import java.util.function.BiConsumer;
 import org.junit.jupiter.api.Test;
 
 class ConnectionHandlerTest {
@@ -86,7 +86,8 @@ class ConnectionHandlerTest {
 
     /** @param in borrowed: read to its end */
     @Override
-    public void open(ChannelHandlerContext ctx, ByteBuf in, int headroom, Consumer<ByteBuf> out) {
+    public void open(ChannelHandlerContext ctx, ByteBuf in, int headroom,
+      BiConsumer<ChannelHandlerContext, ByteBuf> out) {
       while (in.isReadable()) {
         if (partial.size() == 0) {
           int length = in.getUnsignedByte(in.readerIndex());
@@ -100,7 +101,7 @@ class ConnectionHandlerTest {
           partial.reset();
           ByteBuf plain = ctx.alloc().directBuffer(headroom + record.length - 1);
           plain.writerIndex(headroom).readerIndex(headroom);
-          out.accept(plain.writeBytes(record, 1, record.length - 1));
+          out.accept(ctx, plain.writeBytes(record, 1, record.length - 1));
         }
       }
     }

@@ -4,7 +4,7 @@ import io.netty.buffer.ByteBuf;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelPromise;
 import io.pinless.connection.RecordStage;
-import java.util.function.Consumer;
+import java.util.function.BiConsumer;
 
 /**
  * A record stage whose records are the plaintext itself: each read is copied, as a cipher would
@@ -17,7 +17,8 @@ final class IdentityStage implements RecordStage {
    * @param out takes each copy
    */
   @Override
-  public void open(ChannelHandlerContext ctx, ByteBuf in, int headroom, Consumer<ByteBuf> out) {
+  public void open(ChannelHandlerContext ctx, ByteBuf in, int headroom,
+      BiConsumer<ChannelHandlerContext, ByteBuf> out) {
     int n = in.readableBytes();
     if (n == 0) {
       return;
@@ -25,7 +26,7 @@ final class IdentityStage implements RecordStage {
     ByteBuf plaintext = ctx.alloc().directBuffer(headroom + n);
     plaintext.writerIndex(headroom).readerIndex(headroom);
     plaintext.writeBytes(in, n);
-    out.accept(plaintext);
+    out.accept(ctx, plaintext);
   }
 
   @Override

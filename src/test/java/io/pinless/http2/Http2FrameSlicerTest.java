@@ -67,7 +67,7 @@ class Http2FrameSlicerTest {
     }
 
     Run(boolean server, boolean headroom) {
-      this(server, headroom, Http2FrameSlicer.DEFAULT_MAX_FRAME_SIZE);
+      this(server, headroom, FrameSlicer.DEFAULT_MAX_FRAME_SIZE);
     }
 
     /** The process-wide DATA counters when the run started: tests run one at a time. */
@@ -293,7 +293,7 @@ class Http2FrameSlicerTest {
     assertEquals(9 + 16384, r.slicedDataBytes());
     assertEquals(2, read.refCnt(), "the read buffer lives on: the DATA slice and the budget hold it");
     // The large DATA frame's slice pins its 64 KiB buffer: at most 4 times its 16384 bytes.
-    assertTrue(65536 <= Http2FrameSlicer.PIN_RATIO * 16384);
+    assertTrue(65536 <= FrameSlicer.PIN_RATIO * 16384);
     assertArrayEquals(stream, r.keep.concatenated());
     assertTrue(r.budget.retainedBytes() >= stream.length);
     r.finish();
@@ -376,7 +376,7 @@ class Http2FrameSlicerTest {
       }
       r.assertWholeUnits(true);
       assertEquals(meant, meaning(r.keep.concatenated(), 24), "read size " + chunk);
-      if (chunk >= 4096 && 9 + chunk <= Http2FrameSlicer.PIN_RATIO * (9 + 16384)) {
+      if (chunk >= 4096 && 9 + chunk <= FrameSlicer.PIN_RATIO * (9 + 16384)) {
         // Reads of up to 64 KiB: every piece of the frames of 16 KiB and more is sliced, however
         // short the piece, as the frame is at least a quarter of the read buffer.
         assertTrue(r.copiedDataBytes() <= small,
