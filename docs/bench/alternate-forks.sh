@@ -8,9 +8,8 @@
 #   mvn -q -Pjmh -DskipTests package
 #   bash docs/bench/alternate-forks.sh [pairs (4)] [messageBytes (1048576)] [more JMH options]
 #
-# WI=n sets the warm-up iterations (3 s each; default 3). The JIT is still compiling well after
-# 9 s (pinless compare found 6-14 s of compiling in a 15 s window after a 5 s warm-up), so the
-# ninth session's pairs use WI=10.
+# WI=n sets the warm-up iterations (3 s each; default 3). On two cores the JIT is still compiling
+# well after 9 s and takes CPU from the event loops; WI=10 gives it 30 s.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 pairs="${1:-4}"
