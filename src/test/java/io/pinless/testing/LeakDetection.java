@@ -27,7 +27,7 @@ public final class LeakDetection
   private static final ConcurrentLinkedQueue<String> LEAKS = new ConcurrentLinkedQueue<>();
 
   @Override
-  public void launcherSessionOpened(LauncherSession session) {
+  public void launcherSessionOpened(LauncherSession launcher) {
     install();
   }
 
