@@ -11,7 +11,6 @@ import io.netty.buffer.ByteBufUtil;
 import io.netty.buffer.PooledByteBufAllocator;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
-import io.netty.channel.ChannelOutboundHandlerAdapter;
 import io.netty.channel.ChannelPromise;
 import io.netty.channel.RecvByteBufAllocator;
 import io.netty.channel.embedded.EmbeddedChannel;
@@ -22,20 +21,10 @@ import java.io.ByteArrayOutputStream;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.function.BiConsumer;
+import io.pinless.testing.ReadCounter;
 import org.junit.jupiter.api.Test;
 
 class ConnectionHandlerTest {
-  /** Counts the reads that reach the channel. */
-  private static final class ReadCounter extends ChannelOutboundHandlerAdapter {
-    int reads;
-
-    @Override
-    public void read(ChannelHandlerContext ctx) {
-      reads++;
-      ctx.read();
-    }
-  }
-
   /** Keeps what reaches the end of the pipeline, asks for a read per batch, records errors. */
   private static final class Tail extends ChannelInboundHandlerAdapter {
     final List<ByteBuf> received = new ArrayList<>();

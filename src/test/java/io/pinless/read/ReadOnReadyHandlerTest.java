@@ -9,25 +9,14 @@ import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelConfig;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
-import io.netty.channel.ChannelOutboundHandlerAdapter;
 import io.netty.channel.RecvByteBufAllocator;
 import io.netty.channel.WriteBufferWaterMark;
 import io.netty.channel.embedded.EmbeddedChannel;
 import java.util.concurrent.TimeUnit;
+import io.pinless.testing.ReadCounter;
 import org.junit.jupiter.api.Test;
 
 class ReadOnReadyHandlerTest {
-  /** Counts the read requests that pass it (at the head: that reach the channel). */
-  private static final class ReadCounter extends ChannelOutboundHandlerAdapter {
-    int reads;
-
-    @Override
-    public void read(ChannelHandlerContext ctx) {
-      reads++;
-      ctx.read();
-    }
-  }
-
   /** Behaves like Http2ConnectionHandler with AUTO_READ off: asks for a read after each batch. */
   private static final class AsksForReads extends ChannelInboundHandlerAdapter {
     @Override

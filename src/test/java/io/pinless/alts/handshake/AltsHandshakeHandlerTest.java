@@ -173,6 +173,26 @@ class AltsHandshakeHandlerTest {
     }
   }
 
+  /** A listening server whose connections end in {@code last}. */
+  private Channel listen(Received last) throws InterruptedException {
+    return new ServerBootstrap()
+        .group(group)
+        .channel(NioServerSocketChannel.class)
+        .childOption(ChannelOption.ALLOCATOR, PooledByteBufAllocator.DEFAULT)
+        .childHandler(pipeline(false, last))
+        .bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).sync().channel();
+  }
+
+  /** A client connection to {@code listener} that ends in {@code last}. */
+  private Channel connect(Channel listener, Received last) throws InterruptedException {
+    return new Bootstrap()
+        .group(group)
+        .channel(NioSocketChannel.class)
+        .option(ChannelOption.ALLOCATOR, PooledByteBufAllocator.DEFAULT)
+        .handler(pipeline(true, last))
+        .connect(listener.localAddress()).sync().channel();
+  }
+
   /** A connection handler, the handshake handler, then {@code last}. */
   private ChannelInitializer<Channel> pipeline(boolean client, Received last) {
     String handshaker = Handshakers.address(client ? clientHandshaker : serverHandshaker);
@@ -200,20 +220,10 @@ class AltsHandshakeHandlerTest {
     // handshaker's last answer waits until the client has read GATE_BYTES).
     Received atServer = new Received(MESSAGE_BYTES, reply, true);
     Received atClient = new Received(reply.length, message, true);
-    Channel listener = new ServerBootstrap()
-        .group(group)
-        .channel(NioServerSocketChannel.class)
-        .childOption(ChannelOption.ALLOCATOR, PooledByteBufAllocator.DEFAULT)
-        .childHandler(pipeline(false, atServer))
-        .bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).sync().channel();
+    Channel listener = listen(atServer);
     Channel client = null;
     try {
-      client = new Bootstrap()
-          .group(group)
-          .channel(NioSocketChannel.class)
-          .option(ChannelOption.ALLOCATOR, PooledByteBufAllocator.DEFAULT)
-          .handler(pipeline(true, atClient))
-          .connect(listener.localAddress()).sync().channel();
+      client = connect(listener, atClient);
       assertArrayEquals(message, atServer.all.get(20, TimeUnit.SECONDS));
       assertArrayEquals(reply, atClient.all.get(20, TimeUnit.SECONDS));
 
@@ -245,19 +255,9 @@ class AltsHandshakeHandlerTest {
   void aHandshakeWhoseStageNobodyInstallsFailsTheConnection() throws Exception {
     Received atServer = new Received(1, null, false);
     Received atClient = new Received(1, new byte[] {1, 2, 3}, false);
-    Channel listener = new ServerBootstrap()
-        .group(group)
-        .channel(NioServerSocketChannel.class)
-        .childOption(ChannelOption.ALLOCATOR, PooledByteBufAllocator.DEFAULT)
-        .childHandler(pipeline(false, atServer))
-        .bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).sync().channel();
+    Channel listener = listen(atServer);
     try {
-      Channel client = new Bootstrap()
-          .group(group)
-          .channel(NioSocketChannel.class)
-          .option(ChannelOption.ALLOCATOR, PooledByteBufAllocator.DEFAULT)
-          .handler(pipeline(true, atClient))
-          .connect(listener.localAddress()).sync().channel();
+      Channel client = connect(listener, atClient);
       // The end whose handshake ends first fails for want of a stage; the other sees the close.
       List<String> reasons = new ArrayList<>();
       for (Received end : List.of(atClient, atServer)) {
