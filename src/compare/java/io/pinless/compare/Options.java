@@ -1,5 +1,6 @@
 package io.pinless.compare;
 
+import java.lang.management.ManagementFactory;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -122,7 +123,40 @@ public final class Options {
     if (o.objectBytes % o.messageBytes != 0) {
       throw new UsageException("--object-size must be a multiple of --message-size");
     }
+    checkDescriptors(o.idleConnections, o.clients, openFilesLimit());
     return o;
+  }
+
+  /**
+   * File descriptors a variant's process keeps besides its connections: its jars, the event
+   * loops' selectors and pipes, the handshaker channels, with a margin.
+   */
+  static final int RESERVED_DESCRIPTORS = 500;
+
+  /**
+   * Refuses a run whose variant process would open more files than {@code limit}: client and
+   * server share that process, so each connection takes two descriptors. A limit of 0 or less is
+   * unknown and not checked.
+   */
+  static void checkDescriptors(int idleConnections, int clients, long limit)
+      throws UsageException {
+    long needed = 2L * (idleConnections + clients) + RESERVED_DESCRIPTORS;
+    if (limit > 0 && needed > limit) {
+      throw new UsageException(String.format(Locale.ROOT,
+          "--idle-connections %d needs about %d file descriptors in one process (both ends of each"
+              + " connection), above its open-files limit of %d: raise that limit (ulimit -n) or"
+              + " use at most %d idle connections",
+          idleConnections, needed, limit, (limit - RESERVED_DESCRIPTORS) / 2 - clients));
+    }
+  }
+
+  /** This process's open-files limit, which the variant processes inherit; 0 when unknown. */
+  static long openFilesLimit() {
+    if (ManagementFactory.getOperatingSystemMXBean()
+        instanceof com.sun.management.UnixOperatingSystemMXBean unix) {
+      return unix.getMaxFileDescriptorCount();
+    }
+    return 0;
   }
 
   private void set(String option, String value) throws UsageException {

@@ -49,7 +49,7 @@ class AltsRecordOpener {
    */
   static final int MIN_DIRECT_READ_BYTES = 4096;
 
-  /** Where the decoder is in the record stream. */
+  /** Where the opener is in the record stream. */
   private enum State {
     /** Between records: nothing held. */
     IDLE,

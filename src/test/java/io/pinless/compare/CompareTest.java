@@ -195,6 +195,20 @@ class CompareTest {
   }
 
   @Test
+  void idleConnectionsBeyondTheOpenFilesLimitAreRefusedUpFrontNamingTheLimit() throws Exception {
+    Options.UsageException e = assertThrows(Options.UsageException.class,
+        () -> Options.checkDescriptors(10_000, 4, 20_000));
+    assertTrue(e.getMessage().contains("open-files limit of 20000"), e.getMessage());
+    assertTrue(e.getMessage().contains("ulimit -n"), e.getMessage());
+    assertTrue(e.getMessage().contains("at most 9746 idle connections"), e.getMessage());
+    Options.checkDescriptors(8_000, 4, 20_000);
+    Options.checkDescriptors(9_746, 4, 20_000);
+    assertThrows(Options.UsageException.class, () -> Options.checkDescriptors(9_747, 4, 20_000));
+    Options.checkDescriptors(1_000_000, 4, 0);
+    assertTrue(Options.openFilesLimit() > 0, "the limit is known on this machine");
+  }
+
+  @Test
   void quickShortensPhasesAndExplicitOptionsWin() throws Exception {
     Options quick = Options.parse("--quick");
     Options normal = Options.parse();
