@@ -12,22 +12,23 @@ import java.util.concurrent.ConcurrentLinkedQueue;
 import org.junit.jupiter.api.extension.AfterAllCallback;
 import org.junit.jupiter.api.extension.AfterEachCallback;
 import org.junit.jupiter.api.extension.ExtensionContext;
-import org.junit.platform.launcher.LauncherSession;
-import org.junit.platform.launcher.LauncherSessionListener;
+import org.junit.platform.launcher.TestExecutionListener;
+import org.junit.platform.launcher.TestPlan;
 
 /**
- * Fails tests on a leak that Netty's detector reports. The LauncherSessionListener installs, before
- * any test class loads Netty's buffers, a detector factory whose detectors record every report;
- * the extension (autodetected for every test class) fails a test when a report arrived during it,
- * and after each class forces collection and a detector pass so leaks of that class surface there.
+ * Fails tests on a leak that Netty's detector reports. As a test execution listener it installs,
+ * before any test class runs and loads Netty's buffers, a detector factory whose detectors record
+ * every report. As an extension (autodetected for every test class) it fails a test when a report
+ * arrived during it, and after each class forces collection and a detector pass so leaks of that
+ * class surface there.
  * Surefire runs the tests with {@code io.netty.leakDetection.level=PARANOID}.
  */
 public final class LeakDetection
-    implements LauncherSessionListener, AfterEachCallback, AfterAllCallback {
+    implements TestExecutionListener, AfterEachCallback, AfterAllCallback {
   private static final ConcurrentLinkedQueue<String> LEAKS = new ConcurrentLinkedQueue<>();
 
   @Override
-  public void launcherSessionOpened(LauncherSession launcher) {
+  public void testPlanExecutionStarted(TestPlan plan) {
     install();
   }
 
