@@ -33,7 +33,8 @@ import javax.crypto.AEADBadTagException;
  * else.
  *
  * <p>Not final: {@link AltsRecordStage} extends it, so a connection end's record stage is one
- * object with its sealer, not two.
+ * object with its sealer, not two. Its public methods are the receiving half of {@link
+ * io.pinless.connection.RecordStage}.
  *
  * <p>Errors: a length below 20, a frame above {@code maxFrameSize} (checked before anything is
  * allocated from it), a type other than 6, a tag that does not verify (which includes a record
@@ -89,7 +90,7 @@ class AltsRecordOpener {
    * @param plaintext takes ownership of each buffer
    * @throws AltsRecordException on a fatal error, after the plaintext before it
    */
-  void open(ChannelHandlerContext ctx, ByteBuf in, int headroom,
+  public void open(ChannelHandlerContext ctx, ByteBuf in, int headroom,
       BiConsumer<ChannelHandlerContext, ByteBuf> plaintext) {
     if (state == State.FAILED) {
       return;
@@ -262,7 +263,7 @@ class AltsRecordOpener {
    *
    * @throws AltsRecordException ({@code TRUNCATED}) if a record was partly received
    */
-  void endOfInput() {
+  public void endOfInput() {
     if (state != State.HEADER && state != State.BODY) {
       return;
     }
@@ -283,7 +284,7 @@ class AltsRecordOpener {
    * @return owned by the read loop (retained for it): the partial record, to read into at its
    *     writer index; null for a fresh read buffer
    */
-  ByteBuf nextReadBuffer() {
+  public ByteBuf nextReadBuffer() {
     if (state != State.BODY || partial.writableBytes() < MIN_DIRECT_READ_BYTES) {
       return null;
     }
@@ -297,7 +298,7 @@ class AltsRecordOpener {
    * frame behind it; before a cut header is complete, one such frame (the read handler caps
    * reads at 64 KiB).
    */
-  int nextReadBytes() {
+  public int nextReadBytes() {
     switch (state) {
       case IDLE:
       case HEADER:
@@ -319,7 +320,7 @@ class AltsRecordOpener {
   }
 
   /** Releases the partial record and destroys the key: the opener is not used again. */
-  void release() {
+  public void release() {
     releasePartial();
     cipher.destroy();
   }

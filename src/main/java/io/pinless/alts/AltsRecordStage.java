@@ -4,7 +4,6 @@ import io.netty.buffer.ByteBuf;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelPromise;
 import io.pinless.connection.RecordStage;
-import java.util.function.BiConsumer;
 
 /**
  * The ALTS record protocol as a {@link RecordStage}: records opened as {@link AltsRecordOpener}
@@ -32,38 +31,6 @@ public final class AltsRecordStage extends AltsRecordOpener implements RecordSta
       AltsRecordProtocol protocol, byte[] key, boolean isClient, int maxFrameSize, AesGcm aes) {
     super(protocol, key, isClient, maxFrameSize, aes);
     sealer = new AltsRecordSealer(protocol, key, isClient, maxFrameSize, aes);
-  }
-
-  /**
-   * {@inheritDoc}
-   *
-   * @param in borrowed: its reader index is advanced past everything consumed
-   * @throws AltsRecordException on a fatal error, after the plaintext before it
-   */
-  @Override
-  public void open(ChannelHandlerContext ctx, ByteBuf in, int headroom,
-      BiConsumer<ChannelHandlerContext, ByteBuf> out) {
-    super.open(ctx, in, headroom, out);
-  }
-
-  @Override
-  public void endOfInput() {
-    super.endOfInput();
-  }
-
-  /**
-   * Sizes fresh reads from the record stream.
-   *
-   * @return owned by the read loop: the partial record to read into, or null
-   */
-  @Override
-  public ByteBuf nextReadBuffer() {
-    return super.nextReadBuffer();
-  }
-
-  @Override
-  public int nextReadBytes() {
-    return super.nextReadBytes();
   }
 
   /** @param plaintext owned: released once sealed, or on failure */
