@@ -6,6 +6,8 @@ import io.grpc.Server;
 import io.grpc.ServerCredentials;
 import io.grpc.netty.NettyChannelBuilder;
 import io.grpc.netty.NettyServerBuilder;
+import io.grpc.netty.NettySslContextChannelCredentials;
+import io.grpc.netty.NettySslContextServerCredentials;
 import io.netty.buffer.ByteBufAllocator;
 import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
@@ -24,7 +26,13 @@ import io.netty.channel.uring.IoUringIoHandler;
 import io.netty.channel.uring.IoUringIoHandlerConfig;
 import io.netty.channel.uring.IoUringServerSocketChannel;
 import io.netty.channel.uring.IoUringSocketChannel;
+import io.netty.handler.ssl.ClientAuth;
+import io.netty.handler.ssl.SslContext;
+import io.netty.handler.ssl.SslProvider;
 import io.pinless.read.ReadOnReadyHandler;
+import io.pinless.testing.TestCertificates;
+import java.util.List;
+import javax.net.ssl.SSLException;
 import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.util.Locale;
@@ -33,7 +41,7 @@ import java.util.concurrent.TimeUnit;
 /**
  * A server and its clients on loopback for the benchmarks: one event loop thread for the server
  * and one for the clients (this machine has two cores), one transport, either pinless's
- * credentials or the stock grpc-netty plaintext ones, and one given allocator on both ends so
+ * credentials or the stock grpc-netty ones (plaintext, or TLS over the same context), and one given allocator on both ends so
  * that its pool can be read.
  */
 final class BenchTransport implements AutoCloseable {
@@ -90,7 +98,7 @@ final class BenchTransport implements AutoCloseable {
    */
   BenchTransport(Kind kind, boolean pinless, ByteBufAllocator alloc,
       io.grpc.ServerServiceDefinition service) throws IOException {
-    this(kind, pinless, alloc, service, null);
+    this(kind, pinless ? "pinless" : "stock", alloc, service, null);
   }
 
   /**
@@ -99,15 +107,77 @@ final class BenchTransport implements AutoCloseable {
    */
   BenchTransport(Kind kind, boolean pinless, ByteBufAllocator alloc,
       io.grpc.ServerServiceDefinition service, String[] altsHandshakers) throws IOException {
+    this(kind, pinless ? "pinless" : "stock", alloc, service, altsHandshakers);
+  }
+
+  /** The TLS variants: pinless or stock grpc-netty over the same context, JDK or OpenSSL engine. */
+  static final List<String> TLS_VARIANTS = List.of(
+      "pinless-tls", "stock-tls", "pinless-tls-openssl", "stock-tls-openssl");
+
+  /** The test certificates' contexts, made once. */
+  private static final class Contexts {
+    static final SslContext JDK_SERVER = server(SslProvider.JDK);
+    static final SslContext JDK_CLIENT = client(SslProvider.JDK);
+    static final SslContext OPENSSL_SERVER = server(SslProvider.OPENSSL);
+    static final SslContext OPENSSL_CLIENT = client(SslProvider.OPENSSL);
+
+    private static SslContext server(SslProvider provider) {
+      try {
+        return TestCertificates.serverContext(provider, TestCertificates.SERVER, ClientAuth.NONE);
+      } catch (SSLException e) {
+        throw new IllegalStateException(e);
+      }
+    }
+
+    private static SslContext client(SslProvider provider) {
+      try {
+        return TestCertificates.clientContext(provider, null);
+      } catch (SSLException e) {
+        throw new IllegalStateException(e);
+      }
+    }
+  }
+
+  /** The server credentials of a plaintext or TLS variant. */
+  static ServerCredentials serverCredentials(String variant) {
+    if (!TLS_VARIANTS.contains(variant)) {
+      return NettyNegotiators.serverCredentials(variant.startsWith("pinless"));
+    }
+    SslContext context =
+        variant.endsWith("openssl") ? Contexts.OPENSSL_SERVER : Contexts.JDK_SERVER;
+    return variant.startsWith("pinless")
+        ? NettyNegotiators.tlsServerCredentials(context, NettyNegotiators.TLS_HANDSHAKE_TIMEOUT_MILLIS)
+        : NettySslContextServerCredentials.create(context);
+  }
+
+  /** The channel credentials of a plaintext or TLS variant. */
+  static ChannelCredentials channelCredentials(String variant) {
+    if (!TLS_VARIANTS.contains(variant)) {
+      return NettyNegotiators.clientCredentials(variant.startsWith("pinless"));
+    }
+    SslContext context =
+        variant.endsWith("openssl") ? Contexts.OPENSSL_CLIENT : Contexts.JDK_CLIENT;
+    return variant.startsWith("pinless")
+        ? NettyNegotiators.tlsClientCredentials(context, NettyNegotiators.TLS_HANDSHAKE_TIMEOUT_MILLIS)
+        : NettySslContextChannelCredentials.create(context);
+  }
+
+  /**
+   * Starts a server of {@code variant} (pinless, stock, or a TLS variant) with {@code service};
+   * with {@code altsHandshakers} (client's, server's), one that runs pinless's ALTS credentials
+   * through those handshakers.
+   */
+  BenchTransport(Kind kind, String variant, ByteBufAllocator alloc,
+      io.grpc.ServerServiceDefinition service, String[] altsHandshakers) throws IOException {
     this.kind = kind;
-    this.pinless = pinless;
+    this.pinless = variant.startsWith("pinless");
     this.altsHandshakers = altsHandshakers;
     this.alloc = alloc;
     this.serverGroup = new MultiThreadIoEventLoopGroup(1, kind.ioHandler(alloc));
     this.clientGroup = new MultiThreadIoEventLoopGroup(1, kind.ioHandler(alloc));
     ServerCredentials creds = altsHandshakers != null
         ? PinlessServerCredentials.altsBuilder().handshakerAddress(altsHandshakers[1]).build()
-        : NettyNegotiators.serverCredentials(pinless);
+        : serverCredentials(variant);
     NettyServerBuilder builder =
         NettyServerBuilder.forAddress(new InetSocketAddress("127.0.0.1", 0), creds)
             .bossEventLoopGroup(serverGroup)
@@ -127,7 +197,7 @@ final class BenchTransport implements AutoCloseable {
     // One credentials object for every client channel, as an application builds it once.
     clientCreds = altsHandshakers != null
         ? PinlessChannelCredentials.altsBuilder().handshakerAddress(altsHandshakers[0]).build()
-        : NettyNegotiators.clientCredentials(pinless);
+        : channelCredentials(variant);
   }
 
   /** A new client channel to the server (it connects on first use). */

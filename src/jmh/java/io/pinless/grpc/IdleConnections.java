@@ -54,7 +54,7 @@ public final class IdleConnections {
     int connections = rest.size() > 0 ? Integer.parseInt(rest.get(0)) : 1000;
     String[] transports = (rest.size() > 1 ? rest.get(1) : "nio,epoll,io_uring_ring").split(",");
     System.out.printf(Locale.ROOT, "%d idle connections, per connection (both ends):%n", connections);
-    System.out.printf(Locale.ROOT, "%-14s %-12s %14s %22s %18s%n",
+    System.out.printf(Locale.ROOT, "%-14s %-20s %14s %22s %18s%n",
         "transport", "variant", "heap bytes", "pooled bytes pinned", "pooled buffers");
     io.grpc.Server[] handshakers = {LocalHandshakerMain.start(0, "client-sa"), LocalHandshakerMain.start(0, "server-sa")};
     String[] alts = {
@@ -62,17 +62,23 @@ public final class IdleConnections {
     try {
       // A first round of every variant, not reported, so that class loading, JIT and the crypto
       // providers' one-time setup are not charged to a variant's connections.
-      measure(BenchTransport.Kind.NIO, true, null, Math.min(connections, 100));
-      measure(BenchTransport.Kind.NIO, false, null, Math.min(connections, 100));
-      measure(BenchTransport.Kind.NIO, true, alts, Math.min(connections, 100));
+      measure(BenchTransport.Kind.NIO, "pinless", null, Math.min(connections, 100));
+      measure(BenchTransport.Kind.NIO, "stock", null, Math.min(connections, 100));
+      measure(BenchTransport.Kind.NIO, "pinless", alts, Math.min(connections, 100));
+      for (String tls : BenchTransport.TLS_VARIANTS) {
+        measure(BenchTransport.Kind.NIO, tls, null, Math.min(connections, 100));
+      }
       for (String transport : transports) {
         BenchTransport.Kind kind = BenchTransport.Kind.parse(transport);
-        Cost plain = measure(kind, true, null, connections);
+        Cost plain = measure(kind, "pinless", null, connections);
         print(transport, "pinless", plain, connections);
-        Cost stock = measure(kind, false, null, connections);
+        Cost stock = measure(kind, "stock", null, connections);
         print(transport, "stock", stock, connections);
-        Cost secure = measure(kind, true, alts, connections);
+        Cost secure = measure(kind, "pinless", alts, connections);
         print(transport, "pinless-alts", secure, connections);
+        for (String tls : BenchTransport.TLS_VARIANTS) {
+          print(transport, tls, measure(kind, tls, null, connections), connections);
+        }
         if (classes) {
           printClasses(transport + " pinless - stock", plain, stock, connections);
           printClasses(transport + " pinless-alts - stock", secure, stock, connections);
@@ -86,7 +92,7 @@ public final class IdleConnections {
   }
 
   private static void print(String transport, String variant, Cost cost, int connections) {
-    System.out.printf(Locale.ROOT, "%-14s %-12s %14d %22d %18.2f%n",
+    System.out.printf(Locale.ROOT, "%-14s %-20s %14d %22d %18.2f%n",
         transport, variant, cost.heap / connections, cost.pooled / connections,
         (double) cost.buffers / connections);
   }
@@ -122,13 +128,13 @@ public final class IdleConnections {
    * @return what the connections hold (heap: per connection of the second half, times all)
    */
   private static Cost measure(
-      BenchTransport.Kind kind, boolean pinless, String[] alts, int connections) throws Exception {
+      BenchTransport.Kind kind, String variant, String[] alts, int connections) throws Exception {
     // Direct, one arena each, no thread caches: numActiveBytes is what live buffers hold.
     PooledByteBufAllocator alloc =
         new PooledByteBufAllocator(true, 1, 1, 8192, 9, 0, 0, false);
     List<ManagedChannel> channels = new ArrayList<>();
     try (BenchTransport loop =
-        new BenchTransport(kind, pinless, alloc, BenchService.definition(), alts)) {
+        new BenchTransport(kind, variant, alloc, BenchService.definition(), alts)) {
       long pooledBefore = activeBytes(alloc);
       long buffersBefore = activeBuffers(alloc);
       int firstHalf = connections / 2;

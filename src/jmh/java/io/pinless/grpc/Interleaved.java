@@ -20,7 +20,8 @@ import java.util.Locale;
  * </pre>
  *
  * <p>Variants: {@code pinless} and {@code stock} are {@link ReadPathBenchmark}'s (plaintext, one
- * event loop per end); {@code pinless-alts}, {@code stock-alts} and {@code stock-plaintext} are
+ * event loop per end), and so are {@code pinless-tls} and {@code stock-tls} (the JDK's engine) and
+ * {@code pinless-tls-openssl} and {@code stock-tls-openssl} (OpenSSL's); {@code pinless-alts}, {@code stock-alts} and {@code stock-plaintext} are
  * {@link AltsDownloadBenchmark}'s. One JMH fork per variant measures each variant with the JIT's
  * choices of that fork, and on this two-core machine those differ from fork to fork by more than
  * the variants differ at 1 KiB messages; here the variants share one JVM, its compiled code and
@@ -123,7 +124,11 @@ public final class Interleaved {
     ReadPathBenchmark.Bytes bytes = new ReadPathBenchmark.Bytes();
     switch (variant) {
       case "pinless":
-      case "stock": {
+      case "stock":
+      case "pinless-tls":
+      case "stock-tls":
+      case "pinless-tls-openssl":
+      case "stock-tls-openssl": {
         ReadPathBenchmark b = new ReadPathBenchmark();
         b.variant = variant;
         b.messageBytes = messageBytes;

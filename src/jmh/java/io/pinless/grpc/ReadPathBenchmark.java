@@ -93,12 +93,13 @@ public class ReadPathBenchmark {
 
   @Setup(Level.Trial)
   public void setUp() throws Exception {
-    if (!variant.equals("pinless") && !variant.equals("stock")) {
-      throw new IllegalArgumentException("variant must be pinless or stock, not " + variant);
+    if (!variant.equals("pinless") && !variant.equals("stock")
+        && !BenchTransport.TLS_VARIANTS.contains(variant)) {
+      throw new IllegalArgumentException(
+          "variant must be pinless, stock or one of " + BenchTransport.TLS_VARIANTS + ", not " + variant);
     }
-    loop = new BenchTransport(
-        BenchTransport.Kind.parse(transport), variant.equals("pinless"),
-        PooledByteBufAllocator.DEFAULT, BenchService.definition());
+    loop = new BenchTransport(BenchTransport.Kind.parse(transport), variant,
+        PooledByteBufAllocator.DEFAULT, BenchService.definition(), null);
     channel = loop.newChannel();
     request = BenchService.request(BYTES_PER_CALL / messageBytes, messageBytes);
     download(); // connect, and check one call end to end

@@ -2,6 +2,8 @@ package io.pinless.grpc;
 
 import io.grpc.Attributes;
 import io.grpc.ChannelCredentials;
+import io.grpc.Grpc;
+import io.grpc.InternalChannelz;
 import io.grpc.SecurityLevel;
 import io.grpc.ServerCredentials;
 import io.grpc.internal.GrpcAttributes;
@@ -12,11 +14,14 @@ import io.grpc.netty.InternalNettyServerCredentials;
 import io.grpc.netty.InternalProtocolNegotiator;
 import io.grpc.netty.InternalProtocolNegotiationEvent;
 import io.grpc.netty.InternalProtocolNegotiators;
+import io.grpc.netty.NettySslContextChannelCredentials;
+import io.grpc.netty.NettySslContextServerCredentials;
 import io.grpc.netty.ProtocolNegotiationEvent;
 import io.netty.channel.ChannelHandler;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.handler.codec.ByteToMessageDecoder;
 import io.netty.handler.codec.http2.Http2Settings;
+import io.netty.handler.ssl.SslContext;
 import io.netty.util.AsciiString;
 import io.pinless.Settings;
 import io.pinless.alts.handshake.AltsHandshakeHandler;
@@ -26,9 +31,18 @@ import io.pinless.connection.RecordStage;
 import io.pinless.http2.FrameSlicer;
 import io.pinless.read.ReadBudget;
 import io.pinless.read.ReadPolicy;
+import io.pinless.tls.TlsHandshakeHandler;
+import io.pinless.tls.TlsHandshakeResult;
+import java.net.URI;
+import java.net.URISyntaxException;
 import java.util.List;
 import java.util.concurrent.Executor;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
+import javax.net.ssl.SSLEngine;
+import javax.net.ssl.SSLParameters;
 
 /**
  * The one class that touches grpc-netty's {@code @Internal} negotiator API: it turns the pinless
@@ -50,20 +64,31 @@ final class NettyNegotiators {
   record AltsOptions(String handshakerAddress, List<String> targetServiceAccounts,
       long handshakeTimeoutMillis) {}
 
+  /** How a TLS connection is secured: the user's context and the handshake's deadline. */
+  record TlsOptions(SslContext context, long handshakeTimeoutMillis) {}
+
   /**
    * How a connection gets its record stage: none (h2c), one made at once by a factory (a record
-   * protocol that needs no handshake), or the one an ALTS handshake keys.
+   * protocol that needs no handshake), or the one an ALTS or TLS handshake keys.
    */
-  private record Security(Supplier<? extends RecordStage> stages, AltsOptions alts) {
-    static final Security PLAINTEXT = new Security(() -> null, null);
+  private record Security(
+      Supplier<? extends RecordStage> stages, AltsOptions alts, TlsOptions tls) {
+    static final Security PLAINTEXT = new Security(() -> null, null, null);
+
+    boolean handshakes() {
+      return alts != null || tls != null;
+    }
   }
+
+  /** A TLS handshake's deadline unless the caller sets one: 20 s, as ALTS's. */
+  static final long TLS_HANDSHAKE_TIMEOUT_MILLIS = AltsDefaults.HANDSHAKE_TIMEOUT_MILLIS;
 
   private static final AsciiString HTTP = AsciiString.of("http");
   private static final AsciiString HTTPS = AsciiString.of("https");
   /** The port a plaintext target without one gets, as in grpc-netty. */
   private static final int DEFAULT_PLAINTEXT_PORT = 80;
-  /** The port an ALTS target without one gets, as in grpc-alts. */
-  private static final int DEFAULT_ALTS_PORT = 443;
+  /** The port a TLS or ALTS target without one gets, as in grpc-netty and grpc-alts. */
+  private static final int DEFAULT_SECURE_PORT = 443;
   /**
    * 32 KiB, near grpc-go's 32.5 KiB: the reads of a connection with a record stage while nothing
    * sizes them (the handshake); after it the stage asks for reads of whole records.
@@ -103,22 +128,109 @@ final class NettyNegotiators {
    * as the connection is active: for a record protocol that needs no handshake.
    */
   static ChannelCredentials clientCredentials(Supplier<? extends RecordStage> stages) {
-    return InternalNettyChannelCredentials.create(new ClientFactory(new Security(stages, null)));
+    return InternalNettyChannelCredentials.create(
+        new ClientFactory(new Security(stages, null, null)));
   }
 
   /** The server side of {@link #clientCredentials(Supplier)}. */
   static ServerCredentials serverCredentials(Supplier<? extends RecordStage> stages) {
-    return InternalNettyServerCredentials.create(new ServerFactory(new Security(stages, null)));
+    return InternalNettyServerCredentials.create(
+        new ServerFactory(new Security(stages, null, null)));
   }
 
   /** ALTS with the pinless pipeline (there is no stock ALTS at runtime to roll back to). */
   static ChannelCredentials altsClientCredentials(AltsOptions alts) {
-    return InternalNettyChannelCredentials.create(new ClientFactory(new Security(null, alts)));
+    return InternalNettyChannelCredentials.create(
+        new ClientFactory(new Security(null, alts, null)));
   }
 
   /** ALTS with the pinless pipeline. */
   static ServerCredentials altsServerCredentials(AltsOptions alts) {
-    return InternalNettyServerCredentials.create(new ServerFactory(new Security(null, alts)));
+    return InternalNettyServerCredentials.create(
+        new ServerFactory(new Security(null, alts, null)));
+  }
+
+  /**
+   * TLS with the pinless pipeline over {@code context} (a client context), or, with {@link
+   * Settings#enabled()} false, grpc-netty's stock TLS with the same context.
+   */
+  static ChannelCredentials tlsClientCredentials(SslContext context, long handshakeTimeoutMillis) {
+    checkTls(context, true);
+    if (!Settings.enabled()) {
+      return NettySslContextChannelCredentials.create(context);
+    }
+    return InternalNettyChannelCredentials.create(new ClientFactory(
+        new Security(null, null, new TlsOptions(context, handshakeTimeoutMillis))));
+  }
+
+  /** The server side of {@link #tlsClientCredentials}. */
+  static ServerCredentials tlsServerCredentials(SslContext context, long handshakeTimeoutMillis) {
+    checkTls(context, false);
+    if (!Settings.enabled()) {
+      return NettySslContextServerCredentials.create(context);
+    }
+    return InternalNettyServerCredentials.create(new ServerFactory(
+        new Security(null, null, new TlsOptions(context, handshakeTimeoutMillis))));
+  }
+
+  private static void checkTls(SslContext context, boolean client) {
+    java.util.Objects.requireNonNull(context, "context");
+    if (context.isClient() != client) {
+      throw new IllegalArgumentException(
+          "a " + (client ? "client" : "server") + " SslContext is needed (GrpcSslContexts.for"
+              + (client ? "Client" : "Server") + "())");
+    }
+    if (!context.applicationProtocolNegotiator().protocols().contains("h2")) {
+      throw new IllegalArgumentException(
+          "the SslContext does not offer ALPN h2: build it with GrpcSslContexts");
+    }
+  }
+
+  /**
+   * Where TLS engines' delegated tasks (certificate checks, key agreement) run: a few daemon
+   * threads shared by every connection, none kept while there is no handshake.
+   */
+  private static final class TlsTasks {
+    static final Executor EXECUTOR = executor();
+
+    private static Executor executor() {
+      int threads = Math.max(2, Runtime.getRuntime().availableProcessors());
+      ThreadPoolExecutor pool = new ThreadPoolExecutor(threads, threads, 10, TimeUnit.SECONDS,
+          new LinkedBlockingQueue<>(), r -> {
+            Thread t = new Thread(r, "pinless-tls-task");
+            t.setDaemon(true);
+            return t;
+          });
+      pool.allowCoreThreadTimeOut(true);
+      return pool;
+    }
+  }
+
+  /**
+   * A client engine for {@code authority}: the host for SNI and the host name check, as
+   * grpc-netty's own TLS does (the authority carries any {@code overrideAuthority}).
+   */
+  private static SSLEngine clientEngine(
+      ChannelHandlerContext ctx, SslContext context, String authority) {
+    String host = authority;
+    int port = -1;
+    try {
+      URI uri = new URI(null, authority, null, null, null);
+      if (uri.getHost() != null) {
+        host = uri.getHost();
+        port = uri.getPort();
+      }
+    } catch (URISyntaxException e) {
+      // Not host:port: use it as it is.
+    }
+    if (host.startsWith("[") && host.endsWith("]")) {
+      host = host.substring(1, host.length() - 1);
+    }
+    SSLEngine engine = context.newEngine(ctx.alloc(), host, port);
+    SSLParameters params = engine.getSSLParameters();
+    params.setEndpointIdentificationAlgorithm("HTTPS");
+    engine.setSSLParameters(params);
+    return engine;
   }
 
   private static final class StockClientFactory implements InternalProtocolNegotiator.ClientFactory {
@@ -147,7 +259,7 @@ final class NettyNegotiators {
 
     @Override
     public int getDefaultPort() {
-      return security.alts() == null ? DEFAULT_PLAINTEXT_PORT : DEFAULT_ALTS_PORT;
+      return security.handshakes() ? DEFAULT_SECURE_PORT : DEFAULT_PLAINTEXT_PORT;
     }
   }
 
@@ -176,7 +288,7 @@ final class NettyNegotiators {
 
     @Override
     public AsciiString scheme() {
-      return security.alts() == null ? HTTP : HTTPS;
+      return security.handshakes() ? HTTPS : HTTP;
     }
 
     @Override
@@ -214,21 +326,43 @@ final class NettyNegotiators {
     @Override
     protected void protocolNegotiationEventTriggered(ChannelHandlerContext ctx) {
       AltsOptions alts = security.alts();
+      TlsOptions tls = security.tls();
       connection = new ConnectionHandler(new ReadBudget(Settings.readBudgetBytes()),
           Settings.holdWhileUnwritable(),
-          alts == null ? ReadPolicy.MAX_READ_BYTES : RECORD_READ_BYTES);
+          security.handshakes() ? RECORD_READ_BYTES : ReadPolicy.MAX_READ_BYTES);
       ctx.pipeline().addFirst("pinless", connection);
-      if (alts == null) {
+      if (alts != null) {
+        ctx.pipeline().addBefore(ctx.name(), "pinless-alts-handshake",
+            new AltsHandshakeHandler(!server, alts.handshakerAddress(),
+                alts.targetServiceAccounts(), alts.handshakeTimeoutMillis()));
+      } else if (tls != null) {
+        SSLEngine engine = server
+            ? tls.context().newEngine(ctx.alloc())
+            : clientEngine(ctx, tls.context(), grpcHandler.getAuthority());
+        ctx.pipeline().addBefore(ctx.name(), "pinless-tls-handshake",
+            new TlsHandshakeHandler(engine, TlsTasks.EXECUTOR, tls.handshakeTimeoutMillis()));
+      } else {
         install(ctx, security.stages().get());
-        return;
       }
-      ctx.pipeline().addBefore(ctx.name(), "pinless-alts-handshake",
-          new AltsHandshakeHandler(!server, alts.handshakerAddress(),
-              alts.targetServiceAccounts(), alts.handshakeTimeoutMillis()));
     }
 
     @Override
     protected void userEventTriggered0(ChannelHandlerContext ctx, Object evt) throws Exception {
+      if (evt instanceof TlsHandshakeResult) {
+        TlsHandshakeResult result = (TlsHandshakeResult) evt;
+        ProtocolNegotiationEvent event = getProtocolNegotiationEvent();
+        Attributes attrs =
+            InternalProtocolNegotiationEvent.getAttributes(event).toBuilder()
+                .set(GrpcAttributes.ATTR_SECURITY_LEVEL, SecurityLevel.PRIVACY_AND_INTEGRITY)
+                .set(Grpc.TRANSPORT_ATTR_SSL_SESSION, result.session())
+                .build();
+        event = InternalProtocolNegotiationEvent.withAttributes(event, attrs);
+        event = InternalProtocolNegotiationEvent.withSecurity(event,
+            new InternalChannelz.Security(new InternalChannelz.Tls(result.session())));
+        replaceProtocolNegotiationEvent(event);
+        install(ctx, result.takeRecordStage());
+        return;
+      }
       if (!(evt instanceof AltsHandshakeResult)) {
         super.userEventTriggered0(ctx, evt);
         return;

@@ -1,6 +1,7 @@
 package io.pinless.grpc;
 
 import io.grpc.ChannelCredentials;
+import io.netty.handler.ssl.SslContext;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
@@ -22,6 +23,25 @@ public final class PinlessChannelCredentials {
   /** Plaintext HTTP/2 (h2c) with the pinless read path. */
   public static ChannelCredentials insecure() {
     return NettyNegotiators.clientCredentials();
+  }
+
+  /**
+   * TLS with the pinless read path over {@code context}, a client context as grpc-netty users
+   * build it ({@code GrpcSslContexts.forClient()...build()}), with the JDK's engine or OpenSSL's
+   * (netty-tcnative). Calls get what grpc-netty's own TLS gives them: ALPN {@code h2} is required,
+   * the server's certificate is checked against the authority (the target's host, or {@code
+   * overrideAuthority}), the context's key and certificate are presented when the server asks
+   * for one, and the transport attributes carry {@code Grpc.TRANSPORT_ATTR_SSL_SESSION} and
+   * {@code SecurityLevel.PRIVACY_AND_INTEGRITY}. The handshake's delegated tasks run off the
+   * event loop; it fails with UNAVAILABLE after 20 s. With {@code -Dpinless.enabled=false} the
+   * same call returns grpc-netty's stock TLS credentials over {@code context}.
+   *
+   * @throws IllegalArgumentException if {@code context} is a server context or offers no ALPN
+   *     {@code h2}
+   */
+  public static ChannelCredentials tls(SslContext context) {
+    return NettyNegotiators.tlsClientCredentials(
+        context, NettyNegotiators.TLS_HANDSHAKE_TIMEOUT_MILLIS);
   }
 
   /**

@@ -1,6 +1,7 @@
 package io.pinless.grpc;
 
 import io.grpc.ServerCredentials;
+import io.netty.handler.ssl.SslContext;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 
@@ -20,6 +21,23 @@ public final class PinlessServerCredentials {
   /** Plaintext HTTP/2 (h2c) with the pinless read path. */
   public static ServerCredentials insecure() {
     return NettyNegotiators.serverCredentials();
+  }
+
+  /**
+   * TLS with the pinless read path over {@code context}, a server context as grpc-netty users
+   * build it ({@code GrpcSslContexts.forServer(certChain, key)...build()}), with the JDK's engine
+   * or OpenSSL's (netty-tcnative). ALPN {@code h2} is required; when the context asks for client
+   * certificates ({@code clientAuth}), mutual TLS is enforced. Services see {@code
+   * Grpc.TRANSPORT_ATTR_SSL_SESSION} (the client's certificates) and {@code
+   * SecurityLevel.PRIVACY_AND_INTEGRITY}. With {@code -Dpinless.enabled=false} the same call
+   * returns grpc-netty's stock TLS credentials over {@code context}.
+   *
+   * @throws IllegalArgumentException if {@code context} is a client context or offers no ALPN
+   *     {@code h2}
+   */
+  public static ServerCredentials tls(SslContext context) {
+    return NettyNegotiators.tlsServerCredentials(
+        context, NettyNegotiators.TLS_HANDSHAKE_TIMEOUT_MILLIS);
   }
 
   /**

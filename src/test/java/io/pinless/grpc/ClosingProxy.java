@@ -20,6 +20,7 @@ final class ClosingProxy implements AutoCloseable {
   private final ServerSocket listener;
   private final int targetPort;
   private final List<Socket> sockets = new CopyOnWriteArrayList<>();
+  private final List<Socket> clients = new CopyOnWriteArrayList<>();
   private final AtomicInteger accepted = new AtomicInteger();
   private final Thread acceptor;
   /** Where the bytes each side sent are copied to; null when not kept. */
@@ -57,6 +58,7 @@ final class ClosingProxy implements AutoCloseable {
         accepted.incrementAndGet();
         sockets.add(client);
         sockets.add(server);
+        clients.add(client);
         pump(client, server, fromClients);
         pump(server, client, fromServers);
       } catch (IOException e) {
@@ -76,7 +78,9 @@ final class ClosingProxy implements AutoCloseable {
               copy.write(buf, 0, n);
             }
           }
-          out.write(buf, 0, n);
+          synchronized (to) {
+            out.write(buf, 0, n);
+          }
         }
       } catch (IOException e) {
         // The other side or closeAll() ended it.
@@ -105,12 +109,22 @@ final class ClosingProxy implements AutoCloseable {
     }
   }
 
+  /** Sends {@code bytes} to every client between two pieces the servers sent, as a faulty peer. */
+  void injectToClients(byte[] bytes) throws IOException {
+    for (Socket client : clients) {
+      synchronized (client) {
+        client.getOutputStream().write(bytes);
+      }
+    }
+  }
+
   /** Closes every proxied connection, both ends. */
   void closeAll() throws IOException {
     for (Socket s : sockets) {
       s.close();
     }
     sockets.clear();
+    clients.clear();
   }
 
   @Override

@@ -254,13 +254,18 @@ class PlaintextIntegrationTest {
     }
   }
 
+  /** How many connections {@link #thousandConnectionsClosedWhileStreaming} opens. */
+  int connectionsClosedWhileStreaming() {
+    return 1000;
+  }
+
   @Test
   void thousandConnectionsClosedWhileStreaming() throws Exception {
     try (Loopback lb = start(Transport.NIO)) {
       List<ManagedChannel> channels = new ArrayList<>();
       List<CompletableFuture<Void>> ends = new ArrayList<>();
       List<CountDownLatch> firsts = new ArrayList<>();
-      for (int i = 0; i < 1000; i++) {
+      for (int i = 0; i < connectionsClosedWhileStreaming(); i++) {
         ManagedChannel ch = lb.newChannel(lb.server.getListenSockets().get(0),
             channelCredentials());
         channels.add(ch);

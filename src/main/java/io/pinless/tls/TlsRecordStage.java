@@ -1,0 +1,512 @@
+package io.pinless.tls;
+
+import io.grpc.StatusRuntimeException;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelPromise;
+import io.netty.channel.CoalescingBufferQueue;
+import io.netty.util.ReferenceCounted;
+import io.pinless.PinlessMetrics.Metric;
+import io.pinless.connection.RecordStage;
+import java.nio.ByteBuffer;
+import java.nio.channels.ClosedChannelException;
+import java.util.function.BiConsumer;
+import javax.net.ssl.SSLEngine;
+import javax.net.ssl.SSLEngineResult;
+import javax.net.ssl.SSLException;
+
+/**
+ * TLS records after the handshake: the {@link SSLEngine} the handshake used, driven directly and
+ * handed only whole records.
+ *
+ * <pre>
+ *   read buffer:  | record 1 | record 2 | head of record 3 |
+ *                      |          |            |
+ *                      v unwrap   v unwrap     v copied (its own bytes only) into a buffer
+ *   handed on:    | plain 1  | plain 2  |        sized from its header
+ *                 one pooled direct buffer per read
+ * </pre>
+ *
+ * <p>Whole records are unwrapped straight out of the buffer the socket read into, into one pooled
+ * direct buffer per read; there is no cumulation. A record a read cuts short is copied into a
+ * buffer of exactly its own size (its header, cut too, is kept in a field), so the read buffer is
+ * released at once; when the rest is large, the next read goes straight into that buffer ({@link
+ * #nextReadBuffer}). A header is checked before anything is allocated from it: a length above
+ * 2^14 + 2048 is refused.
+ *
+ * <p>Writes are queued until flush and sealed 16 KiB at a time, one record per pooled direct
+ * buffer; a write's promise completes when the record holding its last byte is written.
+ *
+ * <p>Memory: idle it holds no buffer; the engine keeps what it keeps (the JDK engine's session
+ * state on the heap; OpenSSL's SSL object, whose record buffers BoringSSL frees when empty).
+ * Mid-record it holds one buffer of that record's size.
+ *
+ * <p>Errors: a bad header, a record that fails to decrypt or authenticate, an alert from the peer,
+ * or the peer's close in the middle of a record are fatal: the plaintext before it is handed on,
+ * then a {@code StatusRuntimeException} (UNAVAILABLE, with the reason) is thrown and later input is
+ * dropped. The peer's close_notify ends the input: this end answers it and closes. Records after
+ * the handshake that the engine answers (key updates) are answered on the spot.
+ */
+public final class TlsRecordStage implements RecordStage {
+  /**
+   * 4 KiB: a partial record missing at least this much is read into directly; a smaller rest is
+   * read with whatever follows it and copied.
+   */
+  static final int MIN_DIRECT_READ_BYTES = 4096;
+  /** Fresh reads hold about three full records. */
+  static final int RECORDS_PER_READ = 3;
+
+  private enum State {
+    /** Between records: nothing held. */
+    IDLE,
+    /** Fewer than 5 header bytes of the next record received; they are in {@link #header}. */
+    HEADER,
+    /** The header is known; {@link #partial} holds the record's bytes so far. */
+    BODY,
+    /** The peer sent close_notify: later input is dropped. */
+    CLOSED,
+    /** A fatal error happened: later input is dropped. */
+    FAILED
+  }
+
+  private final SSLEngine engine;
+  /** The header bytes of the next record while in HEADER, big endian in the low bytes. */
+  private long header;
+  private byte headerBytes;
+  /** A record partly received, header included, sized to the whole record; only in BODY. */
+  private ByteBuf partial;
+  private State state = State.IDLE;
+  /** Writes not yet sealed; made on the first write and dropped once a flush empties it. */
+  private CoalescingBufferQueue queue;
+  /** The engine asked for a whole packet buffer of room per wrap (the JDK's does). */
+  private boolean wrapsIntoPacketBuffers;
+  /** The first fatal error of the sending side; every later write fails with it. */
+  private Throwable failure;
+  private boolean released;
+
+  /** Plaintext opened with the handshake's last record, handed on first; null when none. */
+  private ByteBuf early;
+
+  /**
+   * A stage over {@code engine}, whose handshake has finished.
+   *
+   * @param engine owned: a reference-counted engine (OpenSSL's) is released by {@link #release}
+   * @param early owned: plaintext the engine opened with the handshake's last record, or null
+   */
+  TlsRecordStage(SSLEngine engine, ByteBuf early) {
+    this.engine = engine;
+    this.early = early;
+  }
+
+  /** The engine, for the session and the application protocol. */
+  SSLEngine engine() {
+    return engine;
+  }
+
+  /**
+   * Unwraps every record {@code in} completes and hands their plaintext to {@code out}.
+   *
+   * @param in borrowed: its reader index is advanced past everything consumed; it may be the
+   *     partial record itself, when the socket read straight into it
+   * @param out takes ownership of each plaintext buffer
+   */
+  @Override
+  public void open(ChannelHandlerContext ctx, ByteBuf in, int headroom,
+      BiConsumer<ChannelHandlerContext, ByteBuf> out) {
+    if (state == State.FAILED || state == State.CLOSED) {
+      in.skipBytes(in.readableBytes());
+      return;
+    }
+    if (early != null) {
+      handOnEarly(ctx, headroom, out);
+    }
+    ByteBuf plaintext;
+    try {
+      plaintext = decode(ctx, in, headroom, out);
+    } catch (RuntimeException e) {
+      state = State.FAILED;
+      releasePartial();
+      throw e;
+    }
+    if (plaintext != null) {
+      out.accept(ctx, plaintext);
+    }
+    answerEngine(ctx);
+  }
+
+  /**
+   * Unwraps what {@code msg} completes; on a fatal error hands on the plaintext so far and throws.
+   *
+   * @param msg borrowed
+   * @return plaintext the caller hands on (owned by it), or null
+   */
+  private ByteBuf decode(ChannelHandlerContext ctx, ByteBuf msg, int headroom,
+      BiConsumer<ChannelHandlerContext, ByteBuf> handOn) {
+    boolean direct = msg == partial;
+    ByteBuf in = direct ? Unpooled.EMPTY_BUFFER : msg;
+    if (state == State.HEADER) {
+      fillHeader(ctx, in);
+    }
+    if (state == State.BODY) {
+      if (!direct) {
+        int n = Math.min(partial.writableBytes(), in.readableBytes());
+        partial.writeBytes(in, n);
+        Metric.RECORD_BYTES_COPIED.add(n);
+      }
+      if (partial.isWritable()) {
+        return null;
+      }
+    }
+    // Size the output from the headers of the records this read completes (a record's plaintext
+    // is shorter than the record). A bad header stops the scan; the records before it go first.
+    int plaintextBytes = state == State.BODY ? partial.readableBytes() : 0;
+    int index = in.readerIndex();
+    int end = in.writerIndex();
+    StatusRuntimeException headerError = null;
+    while (end - index >= TlsRecords.HEADER_BYTES) {
+      int length;
+      try {
+        length = TlsRecords.checkHeader(in.getUnsignedByte(index), in.getUnsignedByte(index + 1),
+            in.getUnsignedByte(index + 2), in.getUnsignedShort(index + 3));
+      } catch (StatusRuntimeException e) {
+        headerError = e;
+        break;
+      }
+      if (end - index < TlsRecords.HEADER_BYTES + length) {
+        break;
+      }
+      plaintextBytes += length;
+      index += TlsRecords.HEADER_BYTES + length;
+    }
+    int wholeEnd = index;
+    ByteBuf out = plaintextBytes == 0
+        ? Unpooled.EMPTY_BUFFER
+        : ctx.alloc().directBuffer(headroom + plaintextBytes)
+            .writerIndex(headroom).readerIndex(headroom);
+    try {
+      if (state == State.BODY) {
+        unwrap(partial, partial.readerIndex(), partial.readableBytes(), out);
+        partial.release();
+        partial = null;
+        if (state == State.BODY) {
+          state = State.IDLE;
+        }
+      }
+      while (in.readerIndex() < wholeEnd && state == State.IDLE) {
+        int start = in.readerIndex();
+        int recordBytes = TlsRecords.HEADER_BYTES + in.getUnsignedShort(start + 3);
+        unwrap(in, start, recordBytes, out);
+        in.readerIndex(start + recordBytes);
+      }
+      if (headerError != null && state == State.IDLE) {
+        throw headerError;
+      }
+    } catch (RuntimeException e) {
+      handOnIfReadable(ctx, out, handOn);
+      throw e;
+    }
+    if (state == State.CLOSED) {
+      in.skipBytes(in.readableBytes());
+    } else if (in.isReadable()) {
+      fillHeader(ctx, in);
+    }
+    if (!out.isReadable()) {
+      out.release();
+      return null;
+    }
+    return out;
+  }
+
+  /**
+   * Takes header bytes of the next record from {@code in}; once the header is complete, checks it
+   * and moves to BODY with a buffer of exactly the record's size.
+   *
+   * @param in borrowed: its reader index is advanced past the bytes taken
+   */
+  private void fillHeader(ChannelHandlerContext ctx, ByteBuf in) {
+    while (headerBytes < TlsRecords.HEADER_BYTES && in.isReadable()) {
+      header = header << 8 | in.readUnsignedByte();
+      headerBytes++;
+    }
+    if (headerBytes < TlsRecords.HEADER_BYTES) {
+      state = State.HEADER;
+      return;
+    }
+    long bytes = header;
+    header = 0;
+    headerBytes = 0;
+    int length = TlsRecords.checkHeader((int) (bytes >>> 32) & 0xff, (int) (bytes >>> 24) & 0xff,
+        (int) (bytes >>> 16) & 0xff, (int) bytes & 0xffff);
+    partial = ctx.alloc().directBuffer(TlsRecords.HEADER_BYTES + length);
+    partial.writeByte((int) (bytes >>> 32)).writeInt((int) bytes);
+    state = State.BODY;
+    int n = Math.min(partial.writableBytes(), in.readableBytes());
+    partial.writeBytes(in, n);
+    Metric.RECORD_BYTES_COPIED.add(TlsRecords.HEADER_BYTES + n);
+  }
+
+  /**
+   * Unwraps one whole record into {@code out}.
+   *
+   * @param record borrowed: indexes are not moved
+   * @param out borrowed: its writer index is advanced by the plaintext length; it has at least
+   *     {@code recordBytes} writable
+   */
+  private void unwrap(ByteBuf record, int start, int recordBytes, ByteBuf out) {
+    ByteBuffer src = record.nioBuffer(start, recordBytes);
+    SSLEngineResult result;
+    try {
+      result = engine.unwrap(src, out.nioBuffer(out.writerIndex(), out.writableBytes()));
+    } catch (SSLException e) {
+      throw TlsRecords.refused("TLS record rejected: " + e.getMessage(), e);
+    }
+    out.writerIndex(out.writerIndex() + result.bytesProduced());
+    switch (result.getStatus()) {
+      case OK:
+        if (result.bytesConsumed() != recordBytes) {
+          throw TlsRecords.refused("the TLS engine took " + result.bytesConsumed() + " of a "
+              + recordBytes + "-byte record");
+        }
+        break;
+      case CLOSED:
+        state = State.CLOSED;
+        break;
+      default:
+        throw TlsRecords.refused("the TLS engine could not unwrap a whole " + recordBytes
+            + "-byte record: " + result.getStatus());
+    }
+  }
+
+  /**
+   * Answers what the engine has to send after records it read (a key update, a close_notify);
+   * after the peer's close_notify, closes the channel.
+   */
+  private void answerEngine(ChannelHandlerContext ctx) {
+    SSLEngineResult.HandshakeStatus status = engine.getHandshakeStatus();
+    while (status == SSLEngineResult.HandshakeStatus.NEED_TASK) {
+      // Post-handshake messages are small: their tasks run here.
+      Runnable task;
+      while ((task = engine.getDelegatedTask()) != null) {
+        task.run();
+      }
+      status = engine.getHandshakeStatus();
+    }
+    if (status == SSLEngineResult.HandshakeStatus.NEED_WRAP) {
+      try {
+        ByteBuf records = seal(ctx, Unpooled.EMPTY_BUFFER);
+        ctx.writeAndFlush(records);
+      } catch (SSLException e) {
+        throw TlsRecords.refused("TLS: could not answer the peer: " + e.getMessage(), e);
+      }
+    }
+    if (state == State.CLOSED) {
+      ctx.close();
+    }
+  }
+
+  private void handOnEarly(ChannelHandlerContext ctx, int headroom,
+      BiConsumer<ChannelHandlerContext, ByteBuf> out) {
+    ByteBuf first = early;
+    early = null;
+    if (first.readerIndex() < headroom) {
+      ByteBuf copy = ctx.alloc().directBuffer(headroom + first.readableBytes())
+          .writerIndex(headroom).readerIndex(headroom);
+      copy.writeBytes(first);
+      first.release();
+      first = copy;
+    }
+    out.accept(ctx, first);
+  }
+
+  /** @param out owned: handed on when readable, else released */
+  private static void handOnIfReadable(
+      ChannelHandlerContext ctx, ByteBuf out, BiConsumer<ChannelHandlerContext, ByteBuf> handOn) {
+    if (out.isReadable()) {
+      handOn.accept(ctx, out);
+    } else {
+      out.release();
+    }
+  }
+
+  @Override
+  public void endOfInput() {
+    if (state != State.HEADER && state != State.BODY) {
+      return;
+    }
+    String what = state == State.HEADER
+        ? headerBytes + " bytes of a TLS record header"
+        : partial.readableBytes() + " of " + partial.capacity() + " bytes of a TLS record";
+    state = State.FAILED;
+    releasePartial();
+    throw TlsRecords.refused("the connection closed after " + what);
+  }
+
+  /**
+   * While a record is cut short by a read, the next read goes straight into its buffer.
+   *
+   * @return owned by the read loop (retained for it): the partial record, to read into at its
+   *     writer index; null for a fresh read buffer
+   */
+  @Override
+  public ByteBuf nextReadBuffer() {
+    if (state != State.BODY || partial.writableBytes() < MIN_DIRECT_READ_BYTES) {
+      return null;
+    }
+    return partial.retain();
+  }
+
+  /** Fresh reads hold about three full records, plus the rest of a cut one. */
+  @Override
+  public int nextReadBytes() {
+    int records = RECORDS_PER_READ * (TlsRecords.HEADER_BYTES + TlsRecords.MAX_PLAINTEXT_BYTES + 22);
+    switch (state) {
+      case IDLE:
+      case HEADER:
+        return records;
+      case BODY:
+        return partial.writableBytes() + records;
+      default:
+        return 0;
+    }
+  }
+
+  /**
+   * Queues {@code plaintext} until the next flush.
+   *
+   * @param plaintext owned: released once sealed, or on failure
+   */
+  @Override
+  public void write(ChannelHandlerContext ctx, ByteBuf plaintext, ChannelPromise promise) {
+    if (failure != null || released) {
+      plaintext.release();
+      promise.setFailure(failure != null ? failure : new ClosedChannelException());
+      return;
+    }
+    if (queue == null) {
+      queue = new CoalescingBufferQueue(ctx.channel(), 4);
+    }
+    queue.add(plaintext, promise);
+  }
+
+  /** Seals what is queued, 16 KiB per record, writes the records and flushes. */
+  @Override
+  public void flush(ChannelHandlerContext ctx) {
+    CoalescingBufferQueue pending = queue;
+    if (pending == null) {
+      ctx.flush();
+      return;
+    }
+    while (!pending.isEmpty()) {
+      ChannelPromise promise = ctx.newPromise();
+      ByteBuf chunk = pending.remove(ctx.alloc(), TlsRecords.MAX_PLAINTEXT_BYTES, promise);
+      ByteBuf records;
+      try {
+        records = seal(ctx, chunk);
+      } catch (SSLException | RuntimeException e) {
+        StatusRuntimeException error = TlsRecords.refused("TLS: sealing failed: " + e.getMessage(), e);
+        failure = error;
+        promise.setFailure(error);
+        pending.releaseAndFailAll(error);
+        queue = null;
+        ctx.flush();
+        ctx.fireExceptionCaught(error);
+        ctx.close();
+        return;
+      } finally {
+        chunk.release();
+      }
+      ctx.write(records, promise);
+    }
+    if (queue == pending) {
+      queue = null;
+    }
+    ctx.flush();
+  }
+
+  /**
+   * Wraps all of {@code plaintext} (or, empty, what the engine has to send by itself).
+   *
+   * @param plaintext borrowed: its reader index is advanced past what was sealed
+   * @return owned by the caller: the records
+   */
+  private ByteBuf seal(ChannelHandlerContext ctx, ByteBuf plaintext) throws SSLException {
+    int bytes = plaintext.readableBytes();
+    int records = bytes / TlsRecords.MAX_PLAINTEXT_BYTES + 1;
+    int room = bytes + records * TlsRecords.MAX_SEAL_OVERHEAD_BYTES;
+    if (wrapsIntoPacketBuffers) {
+      room = Math.max(room, engine.getSession().getPacketBufferSize());
+    }
+    ByteBuf out = ctx.alloc().directBuffer(room);
+    try {
+      ByteBuffer[] srcs = plaintext.nioBuffers();
+      while (true) {
+        SSLEngineResult result =
+            engine.wrap(srcs, out.nioBuffer(out.writerIndex(), out.writableBytes()));
+        out.writerIndex(out.writerIndex() + result.bytesProduced());
+        plaintext.skipBytes(result.bytesConsumed());
+        switch (result.getStatus()) {
+          case OK:
+            break;
+          case BUFFER_OVERFLOW:
+            // The JDK's engine wants a whole packet buffer of room for every record.
+            wrapsIntoPacketBuffers = true;
+            out.ensureWritable(engine.getSession().getPacketBufferSize());
+            continue;
+          default:
+            throw new SSLException("the engine is " + result.getStatus());
+        }
+        boolean more = plaintext.isReadable()
+            || engine.getHandshakeStatus() == SSLEngineResult.HandshakeStatus.NEED_WRAP;
+        if (!more || result.bytesProduced() == 0) {
+          return out;
+        }
+        srcs = plaintext.nioBuffers();
+      }
+    } catch (SSLException | RuntimeException e) {
+      out.release();
+      throw e;
+    }
+  }
+
+  @Override
+  public void close() {
+    if (queue != null) {
+      CoalescingBufferQueue pending = queue;
+      queue = null;
+      pending.releaseAndFailAll(new ClosedChannelException());
+    }
+  }
+
+  /** Releases the partial record, fails queued writes and releases the engine. */
+  @Override
+  public void release() {
+    releasePartial();
+    close();
+    if (!released) {
+      released = true;
+      engine.closeOutbound();
+      if (engine instanceof ReferenceCounted) {
+        ((ReferenceCounted) engine).release();
+      }
+    }
+  }
+
+  private void releasePartial() {
+    if (early != null) {
+      early.release();
+      early = null;
+    }
+    header = 0;
+    headerBytes = 0;
+    if (partial != null) {
+      partial.release();
+      partial = null;
+    }
+  }
+
+  /** How many bytes this stage holds between reads: 0 when idle. */
+  int heldBytes() {
+    return partial == null ? 0 : partial.capacity();
+  }
+}
