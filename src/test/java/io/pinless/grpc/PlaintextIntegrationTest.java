@@ -438,7 +438,8 @@ class PlaintextIntegrationTest {
     }
   }
 
-  private static <T> StreamObserver<T> observer(CompletableFuture<T> f) {
+  /** An observer that completes {@code f} with the first value, or fails it. */
+  static <T> StreamObserver<T> observer(CompletableFuture<T> f) {
     return new StreamObserver<>() {
       @Override
       public void onNext(T value) {

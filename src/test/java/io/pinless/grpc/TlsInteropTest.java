@@ -1,5 +1,6 @@
 package io.pinless.grpc;
 
+import static io.pinless.grpc.PlaintextIntegrationTest.observer;
 import static io.pinless.grpc.TestService.message;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -26,7 +27,6 @@ import io.grpc.netty.NettyServerBuilder;
 import io.grpc.netty.NettySslContextChannelCredentials;
 import io.grpc.netty.NettySslContextServerCredentials;
 import io.grpc.stub.ClientCalls;
-import io.grpc.stub.StreamObserver;
 import io.netty.handler.ssl.ClientAuth;
 import io.netty.handler.ssl.SslProvider;
 import io.pinless.PinlessMetrics.Metric;
@@ -165,23 +165,6 @@ class TlsInteropTest {
         return new ForwardingServerCallListener.SimpleForwardingServerCallListener<>(
             next.startCall(call, headers)) {};
       }
-    };
-  }
-
-  private static <T> StreamObserver<T> observer(CompletableFuture<T> f) {
-    return new StreamObserver<>() {
-      @Override
-      public void onNext(T value) {
-        f.complete(value);
-      }
-
-      @Override
-      public void onError(Throwable t) {
-        f.completeExceptionally(t);
-      }
-
-      @Override
-      public void onCompleted() {}
     };
   }
 }
