@@ -86,7 +86,8 @@ final class Report {
     List<String[]> pairs = new ArrayList<>();
     String[][] wanted = {
       {"pinless-alts", "stock-alts"}, {"pinless-alts", "stock-plaintext"},
-      {"pinless-plaintext", "stock-plaintext"}};
+      {"pinless-plaintext", "stock-plaintext"}, {"pinless-tls", "stock-tls"},
+      {"pinless-tls", "stock-plaintext"}};
     for (String[] pair : wanted) {
       if (variants.contains(pair[0]) && variants.contains(pair[1])) {
         pairs.add(pair);

@@ -13,6 +13,8 @@ import io.grpc.alts.AltsChannelCredentials;
 import io.grpc.alts.AltsServerCredentials;
 import io.grpc.netty.NettyChannelBuilder;
 import io.grpc.netty.NettyServerBuilder;
+import io.grpc.netty.NettySslContextChannelCredentials;
+import io.grpc.netty.NettySslContextServerCredentials;
 import io.netty.buffer.PooledByteBufAllocator;
 import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
@@ -33,6 +35,11 @@ import io.netty.channel.uring.IoUringServerSocketChannel;
 import io.netty.channel.uring.IoUringSocketChannel;
 import io.pinless.grpc.PinlessChannelCredentials;
 import io.pinless.grpc.PinlessServerCredentials;
+import io.pinless.testing.TestCertificates;
+import io.netty.handler.ssl.ClientAuth;
+import io.netty.handler.ssl.OpenSsl;
+import io.netty.handler.ssl.SslContext;
+import io.netty.handler.ssl.SslProvider;
 import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.util.ArrayList;
@@ -54,7 +61,15 @@ enum Variant {
   /** grpc-netty with its stock plaintext credentials. */
   STOCK_PLAINTEXT("stock-plaintext", false),
   /** pinless's plaintext credentials on grpc-netty. */
-  PINLESS_PLAINTEXT("pinless-plaintext", false);
+  PINLESS_PLAINTEXT("pinless-plaintext", false),
+  /** pinless's TLS credentials over {@link #TLS_PROVIDER}'s engine. */
+  PINLESS_TLS("pinless-tls", false),
+  /** grpc-netty's own TLS over the same contexts. */
+  STOCK_TLS("stock-tls", false);
+
+  /** The TLS variants' engine: OpenSSL's when netty-tcnative is present, as most servers run. */
+  static final SslProvider TLS_PROVIDER =
+      OpenSsl.isAvailable() ? SslProvider.OPENSSL : SslProvider.JDK;
 
   final String name;
   final boolean alts;
@@ -97,6 +112,14 @@ enum Variant {
       case STOCK_PLAINTEXT:
         return new NettyStack(transport,
             InsecureServerCredentials.create(), InsecureChannelCredentials.create());
+      case PINLESS_TLS:
+        return new NettyStack(transport,
+            PinlessServerCredentials.tls(tlsContext(true)),
+            PinlessChannelCredentials.tls(tlsContext(false)));
+      case STOCK_TLS:
+        return new NettyStack(transport,
+            NettySslContextServerCredentials.create(tlsContext(true)),
+            NettySslContextChannelCredentials.create(tlsContext(false)));
       case STOCK_ALTS:
         return new ShadedStack(transport,
             AltsServerCredentials.newBuilder().enableUntrustedAltsForTesting()
@@ -106,6 +129,13 @@ enum Variant {
       default:
         throw new AssertionError(this);
     }
+  }
+
+  /** A context over the test certificates (the server's names 127.0.0.1 and localhost). */
+  private static SslContext tlsContext(boolean server) throws IOException {
+    return server
+        ? TestCertificates.serverContext(TLS_PROVIDER, TestCertificates.SERVER, ClientAuth.NONE)
+        : TestCertificates.clientContext(TLS_PROVIDER, null);
   }
 
   /** A running server, the channels made to it, and the memory they pin. */

@@ -6,6 +6,7 @@ import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelPromise;
 import io.netty.channel.CoalescingBufferQueue;
+import io.netty.handler.ssl.ReferenceCountedOpenSslEngine;
 import io.netty.util.ReferenceCounted;
 import io.pinless.PinlessMetrics.Metric;
 import io.pinless.connection.RecordStage;
@@ -29,7 +30,8 @@ import javax.net.ssl.SSLException;
  * </pre>
  *
  * <p>Whole records are unwrapped straight out of the buffer the socket read into, into one pooled
- * direct buffer per read; there is no cumulation. A record a read cuts short is copied into a
+ * buffer per read (direct with OpenSSL's engine, heap with the JDK's, whose AES-GCM works on
+ * arrays); there is no cumulation. A record a read cuts short is copied into a
  * buffer of exactly its own size (its header, cut too, is kept in a field), so the read buffer is
  * released at once; when the rest is large, the next read goes straight into that buffer ({@link
  * #nextReadBuffer}). A header is checked before anything is allocated from it: a length above
@@ -71,6 +73,12 @@ public final class TlsRecordStage implements RecordStage {
   }
 
   private final SSLEngine engine;
+  /**
+   * The engine's output goes into pooled heap buffers: the JDK's engine, whose AES-GCM works on
+   * arrays and copies direct buffers through temporary ones (as {@code SslHandler} gives it heap
+   * buffers). OpenSSL's engine works on direct buffers in place.
+   */
+  private final boolean heapOutput;
   /** The header bytes of the next record while in HEADER, big endian in the low bytes. */
   private long header;
   private byte headerBytes;
@@ -97,6 +105,12 @@ public final class TlsRecordStage implements RecordStage {
   TlsRecordStage(SSLEngine engine, ByteBuf early) {
     this.engine = engine;
     this.early = early;
+    this.heapOutput = !(engine instanceof ReferenceCountedOpenSslEngine);
+  }
+
+  /** @return owned by the caller: a pooled buffer for the engine's output */
+  private ByteBuf allocate(ChannelHandlerContext ctx, int capacity) {
+    return heapOutput ? ctx.alloc().heapBuffer(capacity) : ctx.alloc().directBuffer(capacity);
   }
 
   /** The engine, for the session and the application protocol. */
@@ -182,7 +196,7 @@ public final class TlsRecordStage implements RecordStage {
     int wholeEnd = index;
     ByteBuf out = plaintextBytes == 0
         ? Unpooled.EMPTY_BUFFER
-        : ctx.alloc().directBuffer(headroom + plaintextBytes)
+        : allocate(ctx, headroom + plaintextBytes)
             .writerIndex(headroom).readerIndex(headroom);
     try {
       if (state == State.BODY) {
@@ -254,12 +268,20 @@ public final class TlsRecordStage implements RecordStage {
    *     {@code recordBytes} writable
    */
   private void unwrap(ByteBuf record, int start, int recordBytes, ByteBuf out) {
-    ByteBuffer src = record.nioBuffer(start, recordBytes);
+    // The JDK's AES-GCM copies a direct record through temporary arrays: a pooled heap copy is
+    // the same copy without the garbage.
+    ByteBuf copy = heapOutput && !record.hasArray() ? heapCopy(record, start, recordBytes) : null;
     SSLEngineResult result;
     try {
-      result = engine.unwrap(src, out.nioBuffer(out.writerIndex(), out.writableBytes()));
+      ByteBuffer src = copy != null
+          ? copy.internalNioBuffer(0, recordBytes) : record.internalNioBuffer(start, recordBytes);
+      result = engine.unwrap(src, out.internalNioBuffer(out.writerIndex(), out.writableBytes()));
     } catch (SSLException e) {
       throw TlsRecords.refused("TLS record rejected: " + e.getMessage(), e);
+    } finally {
+      if (copy != null) {
+        copy.release();
+      }
     }
     out.writerIndex(out.writerIndex() + result.bytesProduced());
     switch (result.getStatus()) {
@@ -310,7 +332,7 @@ public final class TlsRecordStage implements RecordStage {
     ByteBuf first = early;
     early = null;
     if (first.readerIndex() < headroom) {
-      ByteBuf copy = ctx.alloc().directBuffer(headroom + first.readableBytes())
+      ByteBuf copy = allocate(ctx, headroom + first.readableBytes())
           .writerIndex(headroom).readerIndex(headroom);
       copy.writeBytes(first);
       first.release();
@@ -437,12 +459,15 @@ public final class TlsRecordStage implements RecordStage {
     if (wrapsIntoPacketBuffers) {
       room = Math.max(room, engine.getSession().getPacketBufferSize());
     }
-    ByteBuf out = ctx.alloc().directBuffer(room);
+    ByteBuf out = allocate(ctx, room);
     try {
-      ByteBuffer[] srcs = plaintext.nioBuffers();
       while (true) {
-        SSLEngineResult result =
-            engine.wrap(srcs, out.nioBuffer(out.writerIndex(), out.writableBytes()));
+        SSLEngineResult result = heapOutput && !(plaintext.hasArray() && plaintext.nioBufferCount() == 1)
+            ? wrapHeapCopy(ctx, plaintext, out)
+            : plaintext.nioBufferCount() == 1
+            ? engine.wrap(plaintext.internalNioBuffer(plaintext.readerIndex(), plaintext.readableBytes()),
+                out.internalNioBuffer(out.writerIndex(), out.writableBytes()))
+            : wrapPieces(ctx, plaintext, out);
         out.writerIndex(out.writerIndex() + result.bytesProduced());
         plaintext.skipBytes(result.bytesConsumed());
         switch (result.getStatus()) {
@@ -461,12 +486,77 @@ public final class TlsRecordStage implements RecordStage {
         if (!more || result.bytesProduced() == 0) {
           return out;
         }
-        srcs = plaintext.nioBuffers();
       }
     } catch (SSLException | RuntimeException e) {
       out.release();
       throw e;
     }
+  }
+
+  /**
+   * Wraps plaintext in several pieces. OpenSSL's engine makes a record of each piece, so small
+   * pieces (gRPC's frame headers, small messages) are first gathered into one pooled buffer, as
+   * {@code SslHandler} does; large pieces are wrapped as they are. The JDK's engine gathers the
+   * pieces into one record itself.
+   *
+   * @param plaintext borrowed: indexes are not moved
+   * @param out borrowed: indexes are not moved
+   */
+  private SSLEngineResult wrapPieces(ChannelHandlerContext ctx, ByteBuf plaintext, ByteBuf out)
+      throws SSLException {
+    ByteBuffer[] pieces = plaintext.nioBuffers();
+    ByteBuffer dst = out.internalNioBuffer(out.writerIndex(), out.writableBytes());
+    if (heapOutput || !hasSmallPiece(pieces)) {
+      return engine.wrap(pieces, dst);
+    }
+    ByteBuf gathered = ctx.alloc().directBuffer(plaintext.readableBytes());
+    try {
+      gathered.writeBytes(plaintext, plaintext.readerIndex(), plaintext.readableBytes());
+      return engine.wrap(gathered.internalNioBuffer(0, gathered.readableBytes()), dst);
+    } finally {
+      gathered.release();
+    }
+  }
+
+  /**
+   * Wraps a pooled heap copy of {@code plaintext}: the JDK's AES-GCM works on arrays and would
+   * copy direct or scattered plaintext through temporary ones.
+   *
+   * @param plaintext borrowed: indexes are not moved
+   * @param out borrowed: indexes are not moved
+   */
+  private SSLEngineResult wrapHeapCopy(ChannelHandlerContext ctx, ByteBuf plaintext, ByteBuf out)
+      throws SSLException {
+    ByteBuf copy = heapCopy(plaintext, plaintext.readerIndex(), plaintext.readableBytes());
+    try {
+      return engine.wrap(copy.internalNioBuffer(0, copy.readableBytes()),
+          out.internalNioBuffer(out.writerIndex(), out.writableBytes()));
+    } finally {
+      copy.release();
+    }
+  }
+
+  /**
+   * @param from borrowed: indexes are not moved
+   * @return owned by the caller: a pooled heap buffer holding the {@code length} bytes at {@code
+   *     index}
+   */
+  private static ByteBuf heapCopy(ByteBuf from, int index, int length) {
+    ByteBuf copy = from.alloc().heapBuffer(length);
+    copy.writeBytes(from, index, length);
+    return copy;
+  }
+
+  /** 1 KiB: a smaller piece costs OpenSSL's engine a record of its own. */
+  private static final int SMALL_PIECE_BYTES = 1024;
+
+  private static boolean hasSmallPiece(ByteBuffer[] pieces) {
+    for (ByteBuffer piece : pieces) {
+      if (piece.remaining() < SMALL_PIECE_BYTES) {
+        return true;
+      }
+    }
+    return false;
   }
 
   @Override
