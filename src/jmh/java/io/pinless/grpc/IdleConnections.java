@@ -76,12 +76,18 @@ public final class IdleConnections {
         print(transport, "stock", stock, connections);
         Cost secure = measure(kind, "pinless", alts, connections);
         print(transport, "pinless-alts", secure, connections);
-        for (String tls : BenchTransport.TLS_VARIANTS) {
-          print(transport, tls, measure(kind, tls, null, connections), connections);
+        Cost[] tls = new Cost[BenchTransport.TLS_VARIANTS.size()];
+        for (int i = 0; i < tls.length; i++) {
+          tls[i] = measure(kind, BenchTransport.TLS_VARIANTS.get(i), null, connections);
+          print(transport, BenchTransport.TLS_VARIANTS.get(i), tls[i], connections);
         }
         if (classes) {
           printClasses(transport + " pinless - stock", plain, stock, connections);
           printClasses(transport + " pinless-alts - stock", secure, stock, connections);
+          for (int i = 0; i + 1 < tls.length; i += 2) {
+            printClasses(transport + " " + BenchTransport.TLS_VARIANTS.get(i) + " - "
+                + BenchTransport.TLS_VARIANTS.get(i + 1), tls[i], tls[i + 1], connections);
+          }
         }
       }
     } finally {
@@ -135,6 +141,10 @@ public final class IdleConnections {
     List<ManagedChannel> channels = new ArrayList<>();
     try (BenchTransport loop =
         new BenchTransport(kind, variant, alloc, BenchService.definition(), alts)) {
+      // Each arena's first chunk (4 MiB) is made now, so the pool's fixed cost is not charged to
+      // connections (pinless-tls on the JDK's engine uses heap buffers, the only heap arena user).
+      alloc.heapBuffer(1).release();
+      alloc.directBuffer(1).release();
       long pooledBefore = activeBytes(alloc);
       long buffersBefore = activeBuffers(alloc);
       int firstHalf = connections / 2;

@@ -26,19 +26,20 @@ import javax.net.ssl.SSLException;
  *                      |          |            |
  *                      v unwrap   v unwrap     v copied (its own bytes only) into a buffer
  *   handed on:    | plain 1  | plain 2  |        sized from its header
- *                 one pooled direct buffer per read
+ *                 one pooled buffer per read
  * </pre>
  *
- * <p>Whole records are unwrapped straight out of the buffer the socket read into, into one pooled
- * buffer per read (direct with OpenSSL's engine, heap with the JDK's, whose AES-GCM works on
- * arrays); there is no cumulation. A record a read cuts short is copied into a
+ * <p>Whole records are unwrapped out of the buffer the socket read into, into one pooled buffer
+ * per read; there is no cumulation. OpenSSL's engine reads each record in place and writes
+ * direct plaintext; the JDK's AES-GCM works on arrays, so for it each record goes through a
+ * pooled heap copy and the plaintext is heap. A record a read cuts short is copied into a
  * buffer of exactly its own size (its header, cut too, is kept in a field), so the read buffer is
  * released at once; when the rest is large, the next read goes straight into that buffer ({@link
  * #nextReadBuffer}). A header is checked before anything is allocated from it: a length above
  * 2^14 + 2048 is refused.
  *
- * <p>Writes are queued until flush and sealed 16 KiB at a time, one record per pooled direct
- * buffer; a write's promise completes when the record holding its last byte is written.
+ * <p>Writes are queued until flush and sealed 16 KiB at a time, one record per pooled buffer; a
+ * write's promise completes when the record holding its last byte is written.
  *
  * <p>Memory: idle it holds no buffer; the engine keeps what it keeps (the JDK engine's session
  * state on the heap; OpenSSL's SSL object, whose record buffers BoringSSL frees when empty).
