@@ -179,7 +179,7 @@ public final class TlsHandshakeHandler extends ChannelInboundHandlerAdapter {
             runTasks();
             return;
           case FINISHED:
-            // The JDK's server still has its session ticket to send.
+            // The JDK's server still has its resumption ticket to send.
             status = engine.getHandshakeStatus();
             if (status == HandshakeStatus.NEED_WRAP) {
               break;
@@ -313,7 +313,7 @@ public final class TlsHandshakeHandler extends ChannelInboundHandlerAdapter {
         case OK:
           return result.getHandshakeStatus();
         case CLOSED:
-          throw new SSLException("the peer closed the TLS session during the handshake");
+          throw new SSLException("the peer closed TLS during the handshake");
         default:
           throw new SSLException("the engine could not take a whole " + recordBytes
               + "-byte record: " + result.getStatus());

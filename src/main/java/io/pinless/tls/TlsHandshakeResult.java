@@ -4,7 +4,7 @@ import io.pinless.connection.RecordStage;
 import javax.net.ssl.SSLSession;
 
 /**
- * Fired by {@link TlsHandshakeHandler} when a TLS handshake has succeeded: the negotiated session
+ * Fired by {@link TlsHandshakeHandler} when a TLS handshake has succeeded: what was negotiated
  * and the record stage that carries the connection from here on. A handler behind the handshake
  * handler takes the stage ({@link #takeRecordStage}) and installs it; a stage nobody takes fails
  * the connection.
@@ -20,7 +20,7 @@ public final class TlsHandshakeResult {
     this.applicationProtocol = stage.engine().getApplicationProtocol();
   }
 
-  /** The negotiated session: the peer's certificates, the protocol version and cipher suite. */
+  /** What was negotiated: the peer's certificates, the protocol version and cipher suite. */
   public SSLSession session() {
     return session;
   }

@@ -41,7 +41,7 @@ import javax.net.ssl.SSLException;
  * <p>Writes are queued until flush and sealed 16 KiB at a time, one record per pooled buffer; a
  * write's promise completes when the record holding its last byte is written.
  *
- * <p>Memory: idle it holds no buffer; the engine keeps what it keeps (the JDK engine's session
+ * <p>Memory: idle it holds no buffer; the engine keeps what it keeps (the JDK engine's handshake
  * state on the heap; OpenSSL's SSL object, whose record buffers BoringSSL frees when empty).
  * Mid-record it holds one buffer of that record's size.
  *
@@ -114,7 +114,7 @@ public final class TlsRecordStage implements RecordStage {
     return heapOutput ? ctx.alloc().heapBuffer(capacity) : ctx.alloc().directBuffer(capacity);
   }
 
-  /** The engine, for the session and the application protocol. */
+  /** The engine, for the peer's certificates and the application protocol. */
   SSLEngine engine() {
     return engine;
   }
