@@ -138,28 +138,25 @@ final class BenchTransport implements AutoCloseable {
     }
   }
 
-  /** The server credentials of a plaintext or TLS variant. */
-  static ServerCredentials serverCredentials(String variant) {
-    if (!TLS_VARIANTS.contains(variant)) {
-      return NettyNegotiators.serverCredentials(variant.startsWith("pinless"));
-    }
-    SslContext context =
-        variant.endsWith("openssl") ? Contexts.OPENSSL_SERVER : Contexts.JDK_SERVER;
-    return variant.startsWith("pinless")
-        ? NettyNegotiators.tlsServerCredentials(context, NettyNegotiators.TLS_HANDSHAKE_TIMEOUT_MILLIS)
-        : NettySslContextServerCredentials.create(context);
-  }
+  /** Both ends' credentials of one variant. */
+  record Credentials(ServerCredentials server, ChannelCredentials channel) {}
 
-  /** The channel credentials of a plaintext or TLS variant. */
-  static ChannelCredentials channelCredentials(String variant) {
+  /** The credentials of a plaintext or TLS variant. */
+  static Credentials credentials(String variant) {
+    boolean pinless = variant.startsWith("pinless");
     if (!TLS_VARIANTS.contains(variant)) {
-      return NettyNegotiators.clientCredentials(variant.startsWith("pinless"));
+      return new Credentials(NettyNegotiators.serverCredentials(pinless),
+          NettyNegotiators.clientCredentials(pinless));
     }
-    SslContext context =
-        variant.endsWith("openssl") ? Contexts.OPENSSL_CLIENT : Contexts.JDK_CLIENT;
-    return variant.startsWith("pinless")
-        ? NettyNegotiators.tlsClientCredentials(context, NettyNegotiators.TLS_HANDSHAKE_TIMEOUT_MILLIS)
-        : NettySslContextChannelCredentials.create(context);
+    boolean openssl = variant.endsWith("openssl");
+    SslContext server = openssl ? Contexts.OPENSSL_SERVER : Contexts.JDK_SERVER;
+    SslContext client = openssl ? Contexts.OPENSSL_CLIENT : Contexts.JDK_CLIENT;
+    long timeout = NettyNegotiators.TLS_HANDSHAKE_TIMEOUT_MILLIS;
+    return pinless
+        ? new Credentials(NettyNegotiators.tlsServerCredentials(server, timeout),
+            NettyNegotiators.tlsClientCredentials(client, timeout))
+        : new Credentials(NettySslContextServerCredentials.create(server),
+            NettySslContextChannelCredentials.create(client));
   }
 
   /**
@@ -175,9 +172,10 @@ final class BenchTransport implements AutoCloseable {
     this.alloc = alloc;
     this.serverGroup = new MultiThreadIoEventLoopGroup(1, kind.ioHandler(alloc));
     this.clientGroup = new MultiThreadIoEventLoopGroup(1, kind.ioHandler(alloc));
+    Credentials plainOrTls = altsHandshakers != null ? null : credentials(variant);
     ServerCredentials creds = altsHandshakers != null
         ? PinlessServerCredentials.altsBuilder().handshakerAddress(altsHandshakers[1]).build()
-        : serverCredentials(variant);
+        : plainOrTls.server();
     NettyServerBuilder builder =
         NettyServerBuilder.forAddress(new InetSocketAddress("127.0.0.1", 0), creds)
             .bossEventLoopGroup(serverGroup)
@@ -197,7 +195,7 @@ final class BenchTransport implements AutoCloseable {
     // One credentials object for every client channel, as an application builds it once.
     clientCreds = altsHandshakers != null
         ? PinlessChannelCredentials.altsBuilder().handshakerAddress(altsHandshakers[0]).build()
-        : channelCredentials(variant);
+        : plainOrTls.channel();
   }
 
   /** A new client channel to the server (it connects on first use). */
