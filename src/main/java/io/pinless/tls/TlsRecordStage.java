@@ -86,7 +86,7 @@ public final class TlsRecordStage implements RecordStage {
   /** A record partly received, header included, sized to the whole record; only in BODY. */
   private ByteBuf partial;
   private State state = State.IDLE;
-  /** Writes not yet sealed; made on the first write and dropped once a flush empties it. */
+  /** Writes not yet sealed; made on the first write. */
   private CoalescingBufferQueue queue;
   /** The engine asked for a whole packet buffer of room per wrap (the JDK's does). */
   private boolean wrapsIntoPacketBuffers;
@@ -440,9 +440,6 @@ public final class TlsRecordStage implements RecordStage {
         chunk.release();
       }
       ctx.write(records, promise);
-    }
-    if (queue == pending) {
-      queue = null;
     }
     ctx.flush();
   }
