@@ -118,6 +118,16 @@ final class BenchService {
    */
   static long download(io.grpc.ManagedChannel channel, byte[] request, long expectedBytes)
       throws Exception {
+    long got = downloadAsync(channel, request).get(60, java.util.concurrent.TimeUnit.SECONDS);
+    if (got != expectedBytes) {
+      throw new IllegalStateException("downloaded " + got + " of " + expectedBytes + " bytes");
+    }
+    return got;
+  }
+
+  /** Starts a download through {@code channel}; completes with the payload bytes received. */
+  static java.util.concurrent.CompletableFuture<Long> downloadAsync(
+      io.grpc.ManagedChannel channel, byte[] request) {
     java.util.concurrent.CompletableFuture<Long> done = new java.util.concurrent.CompletableFuture<>();
     io.grpc.stub.ClientCalls.asyncServerStreamingCall(
         channel.newCall(DOWNLOAD, io.grpc.CallOptions.DEFAULT),
@@ -140,11 +150,7 @@ final class BenchService {
             done.complete(total);
           }
         });
-    long got = done.get(60, java.util.concurrent.TimeUnit.SECONDS);
-    if (got != expectedBytes) {
-      throw new IllegalStateException("downloaded " + got + " of " + expectedBytes + " bytes");
-    }
-    return got;
+    return done;
   }
 
   /** A request for {@code count} messages of {@code size} bytes. */

@@ -41,8 +41,8 @@ import java.util.concurrent.TimeUnit;
 /**
  * A server and its clients on loopback for the benchmarks: one event loop thread for the server
  * and one for the clients (this machine has two cores), one transport, either pinless's
- * credentials or the stock grpc-netty ones (plaintext, or TLS over the same context), and one given allocator on both ends so
- * that its pool can be read.
+ * credentials or the stock grpc-netty ones (plaintext, or TLS over the same context), and given
+ * allocators (one for both ends, or one per end) so that their pools can be read.
  */
 final class BenchTransport implements AutoCloseable {
   /** The event loops compared. */
@@ -85,6 +85,7 @@ final class BenchTransport implements AutoCloseable {
   /** With pinless: the client's and the server's handshaker for ALTS; null for plaintext. */
   private final String[] altsHandshakers;
   private final ByteBufAllocator alloc;
+  private final ByteBufAllocator clientAlloc;
   private final EventLoopGroup serverGroup;
   private final EventLoopGroup clientGroup;
   final Server server;
@@ -166,12 +167,19 @@ final class BenchTransport implements AutoCloseable {
    */
   BenchTransport(Kind kind, String variant, ByteBufAllocator alloc,
       io.grpc.ServerServiceDefinition service, String[] altsHandshakers) throws IOException {
+    this(kind, variant, alloc, alloc, service, altsHandshakers);
+  }
+
+  /** As above, with the server on {@code alloc} and the clients on {@code clientAlloc}. */
+  BenchTransport(Kind kind, String variant, ByteBufAllocator alloc, ByteBufAllocator clientAlloc,
+      io.grpc.ServerServiceDefinition service, String[] altsHandshakers) throws IOException {
     this.kind = kind;
     this.pinless = variant.startsWith("pinless");
     this.altsHandshakers = altsHandshakers;
     this.alloc = alloc;
+    this.clientAlloc = clientAlloc;
     this.serverGroup = new MultiThreadIoEventLoopGroup(1, kind.ioHandler(alloc));
-    this.clientGroup = new MultiThreadIoEventLoopGroup(1, kind.ioHandler(alloc));
+    this.clientGroup = new MultiThreadIoEventLoopGroup(1, kind.ioHandler(clientAlloc));
     Credentials plainOrTls = altsHandshakers != null ? null : credentials(variant);
     ServerCredentials creds = altsHandshakers != null
         ? PinlessServerCredentials.altsBuilder().handshakerAddress(altsHandshakers[1]).build()
@@ -200,14 +208,19 @@ final class BenchTransport implements AutoCloseable {
 
   /** A new client channel to the server (it connects on first use). */
   ManagedChannel newChannel() {
+    return newChannel(server.getListenSockets().get(0));
+  }
+
+  /** A new client channel to {@code target}, such as a proxy in front of the server. */
+  ManagedChannel newChannel(java.net.SocketAddress target) {
     NettyChannelBuilder builder =
-        NettyChannelBuilder.forAddress(server.getListenSockets().get(0), clientCreds)
+        NettyChannelBuilder.forAddress(target, clientCreds)
             .eventLoopGroup(clientGroup)
             .channelType(
                 kind == Kind.NIO ? NioSocketChannel.class
                     : kind == Kind.EPOLL ? EpollSocketChannel.class
                     : IoUringSocketChannel.class)
-            .withOption(ChannelOption.ALLOCATOR, alloc)
+            .withOption(ChannelOption.ALLOCATOR, clientAlloc)
             .directExecutor()
             .maxInboundMessageSize(64 << 20);
     if (kind == Kind.IO_URING_RING) {

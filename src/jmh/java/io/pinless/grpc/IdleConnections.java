@@ -205,7 +205,7 @@ public final class IdleConnections {
   }
 
   /** Bytes of the pool's chunks in use (page granularity), heap and direct arenas. */
-  private static long activeBytes(PooledByteBufAllocator alloc) {
+  static long activeBytes(PooledByteBufAllocator alloc) {
     long bytes = 0;
     List<PoolArenaMetric> arenas = new ArrayList<>(alloc.metric().directArenas());
     arenas.addAll(alloc.metric().heapArenas());
@@ -221,7 +221,7 @@ public final class IdleConnections {
   }
 
   /** Pooled buffers allocated and not yet released, heap and direct. */
-  private static long activeBuffers(PooledByteBufAllocator alloc) {
+  static long activeBuffers(PooledByteBufAllocator alloc) {
     long buffers = 0;
     for (PoolArenaMetric arena : alloc.metric().directArenas()) {
       buffers += arena.numActiveAllocations();

@@ -8,6 +8,7 @@ import io.netty.channel.ChannelPromise;
 import io.netty.channel.CoalescingBufferQueue;
 import io.netty.handler.ssl.ReferenceCountedOpenSslEngine;
 import io.netty.util.ReferenceCounted;
+import io.netty.util.concurrent.FastThreadLocal;
 import io.pinless.PinlessMetrics.Metric;
 import io.pinless.connection.RecordStage;
 import java.nio.ByteBuffer;
@@ -80,6 +81,15 @@ public final class TlsRecordStage implements RecordStage {
    * buffers). OpenSSL's engine works on direct buffers in place.
    */
   private final boolean heapOutput;
+  /** What each record of the negotiated suite adds to its plaintext at least. */
+  private final int minRecordOverhead;
+  /**
+   * What the peer's last record added to its plaintext (a peer may pad: the JDK's engine adds 16
+   * bytes to each TLS 1.3 record), to size plaintext buffers exactly. Never below the minimum.
+   */
+  private int recordOverhead;
+  /** The plaintext the engine seals into one record: 16 KiB, or the JDK's 16,367 with TLS 1.3. */
+  private int recordPlaintextBytes = TlsRecords.MAX_PLAINTEXT_BYTES;
   /** The header bytes of the next record while in HEADER, big endian in the low bytes. */
   private long header;
   private byte headerBytes;
@@ -107,6 +117,41 @@ public final class TlsRecordStage implements RecordStage {
     this.engine = engine;
     this.early = early;
     this.heapOutput = !(engine instanceof ReferenceCountedOpenSslEngine);
+    this.minRecordOverhead = TlsRecords.minRecordOverhead(
+        engine.getSession().getProtocol(), engine.getSession().getCipherSuite());
+    this.recordOverhead = minRecordOverhead;
+  }
+
+  /**
+   * Room after each plaintext buffer: the engines ask for more room than a record's plaintext can
+   * take (its length, or its length less the tag), and a buffer sized to that would fall into the
+   * pool's next size class. The spare makes up the difference and takes nothing in practice.
+   */
+  private static final FastThreadLocal<ByteBuffer[]> DESTINATIONS =
+      new FastThreadLocal<ByteBuffer[]>() {
+        @Override
+        protected ByteBuffer[] initialValue() {
+          return new ByteBuffer[] {null, ByteBuffer.allocateDirect(SPARE_BYTES)};
+        }
+      };
+  /** 64 bytes: more than any suite's overhead that {@link TlsRecords#minRecordOverhead} counts. */
+  private static final int SPARE_BYTES = 64;
+
+  /**
+   * The size a pooled buffer of {@code bytes} takes: Netty's pool has four size classes per
+   * doubling from 16 bytes on.
+   */
+  static int sizeClass(int bytes) {
+    if (bytes <= 16) {
+      return 16;
+    }
+    int spacing = 1 << Math.max(4, 29 - Integer.numberOfLeadingZeros(bytes - 1));
+    return (bytes + spacing - 1) & -spacing;
+  }
+
+  /** The most plaintext a record with this length field can carry (at least 1). */
+  private int plaintextBound(int length) {
+    return Math.max(1, length - recordOverhead);
   }
 
   /** @return owned by the caller: a pooled buffer for the engine's output */
@@ -175,7 +220,8 @@ public final class TlsRecordStage implements RecordStage {
     }
     // Size the output from the headers of the records this read completes (a record's plaintext
     // is shorter than the record). A bad header stops the scan; the records before it go first.
-    int plaintextBytes = state == State.BODY ? partial.readableBytes() : 0;
+    int plaintextBytes =
+        state == State.BODY ? plaintextBound(partial.readableBytes() - TlsRecords.HEADER_BYTES) : 0;
     int index = in.readerIndex();
     int end = in.writerIndex();
     StatusRuntimeException headerError = null;
@@ -191,14 +237,16 @@ public final class TlsRecordStage implements RecordStage {
       if (end - index < TlsRecords.HEADER_BYTES + length) {
         break;
       }
-      plaintextBytes += length;
+      plaintextBytes += plaintextBound(length);
       index += TlsRecords.HEADER_BYTES + length;
     }
     int wholeEnd = index;
+    // Headroom only where it stays in the pool's size class: 16 KiB of plaintext and 9 bytes
+    // would take a 20 KiB buffer (the slicer then puts a cut frame's header in front itself).
+    int front = sizeClass(headroom + plaintextBytes) == sizeClass(plaintextBytes) ? headroom : 0;
     ByteBuf out = plaintextBytes == 0
         ? Unpooled.EMPTY_BUFFER
-        : allocate(ctx, headroom + plaintextBytes)
-            .writerIndex(headroom).readerIndex(headroom);
+        : allocate(ctx, front + plaintextBytes).writerIndex(front).readerIndex(front);
     try {
       if (state == State.BODY) {
         unwrap(partial, partial.readerIndex(), partial.readableBytes(), out);
@@ -265,26 +313,38 @@ public final class TlsRecordStage implements RecordStage {
    * Unwraps one whole record into {@code out}.
    *
    * @param record borrowed: indexes are not moved
-   * @param out borrowed: its writer index is advanced by the plaintext length; it has at least
-   *     {@code recordBytes} writable
+   * @param out borrowed: its writer index is advanced by the plaintext length; it has room for
+   *     the record's {@link #plaintextBound}, and grows if the engine produces more
    */
   private void unwrap(ByteBuf record, int start, int recordBytes, ByteBuf out) {
     // The JDK's AES-GCM copies a direct record through temporary arrays: a pooled heap copy is
     // the same copy without the garbage.
     ByteBuf copy = heapOutput && !record.hasArray() ? heapCopy(record, start, recordBytes) : null;
+    ByteBuffer[] dsts = DESTINATIONS.get();
+    ByteBuffer spare = dsts[1];
+    spare.clear();
     SSLEngineResult result;
     try {
       ByteBuffer src = copy != null
           ? copy.internalNioBuffer(0, recordBytes) : record.internalNioBuffer(start, recordBytes);
-      result = engine.unwrap(src, out.internalNioBuffer(out.writerIndex(), out.writableBytes()));
+      dsts[0] = out.internalNioBuffer(out.writerIndex(), out.writableBytes());
+      result = engine.unwrap(src, dsts);
     } catch (SSLException e) {
       throw TlsRecords.refused("TLS record rejected: " + e.getMessage(), e);
     } finally {
+      dsts[0] = null;
       if (copy != null) {
         copy.release();
       }
     }
-    out.writerIndex(out.writerIndex() + result.bytesProduced());
+    int spilled = spare.position();
+    out.writerIndex(out.writerIndex() + result.bytesProduced() - spilled);
+    if (spilled > 0) {
+      // The record added less than the last one: the buffer grows (a copy, and only then).
+      out.writeBytes(spare.flip());
+    }
+    int added = recordBytes - TlsRecords.HEADER_BYTES - result.bytesProduced();
+    recordOverhead = result.bytesProduced() == 0 ? recordOverhead : Math.max(minRecordOverhead, added);
     switch (result.getStatus()) {
       case OK:
         if (result.bytesConsumed() != recordBytes) {
@@ -422,7 +482,7 @@ public final class TlsRecordStage implements RecordStage {
     }
     while (!pending.isEmpty()) {
       ChannelPromise promise = ctx.newPromise();
-      ByteBuf chunk = pending.remove(ctx.alloc(), TlsRecords.MAX_PLAINTEXT_BYTES, promise);
+      ByteBuf chunk = pending.remove(ctx.alloc(), recordPlaintextBytes, promise);
       ByteBuf records;
       try {
         records = seal(ctx, chunk);
@@ -467,6 +527,12 @@ public final class TlsRecordStage implements RecordStage {
                 out.internalNioBuffer(out.writerIndex(), out.writableBytes()))
             : wrapPieces(ctx, plaintext, out);
         out.writerIndex(out.writerIndex() + result.bytesProduced());
+        if (result.bytesConsumed() > 0 && result.bytesConsumed() < plaintext.readableBytes()
+            && result.bytesConsumed() < recordPlaintextBytes && heapOutput) {
+          // The JDK's engine seals less than 16 KiB per record: chunks of that size make no
+          // small record after each full one.
+          recordPlaintextBytes = result.bytesConsumed();
+        }
         plaintext.skipBytes(result.bytesConsumed());
         switch (result.getStatus()) {
           case OK:

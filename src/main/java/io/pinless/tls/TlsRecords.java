@@ -19,6 +19,27 @@ final class TlsRecords {
    */
   static final int MAX_SEAL_OVERHEAD_BYTES = HEADER_BYTES + 16 + 48 + 256;
 
+  /**
+   * What each record of a suite adds to its plaintext at least: TLS 1.3's inner content type and
+   * tag; TLS 1.2's explicit nonce and tag for AES-GCM and CCM, the tag alone for ChaCha20-Poly1305;
+   * 0 for anything else (a bound that is never too small).
+   */
+  static int minRecordOverhead(String protocol, String cipherSuite) {
+    int tag = cipherSuite.contains("CCM_8") ? 8 : 16;
+    if ("TLSv1.3".equals(protocol)) {
+      return 1 + tag;
+    }
+    if ("TLSv1.2".equals(protocol)) {
+      if (cipherSuite.contains("_GCM_") || cipherSuite.contains("_CCM")) {
+        return 8 + tag;
+      }
+      if (cipherSuite.contains("CHACHA20_POLY1305")) {
+        return tag;
+      }
+    }
+    return 0;
+  }
+
   private static final int CHANGE_CIPHER_SPEC = 20;
   private static final int APPLICATION_DATA = 23;
 

@@ -1,0 +1,221 @@
+package io.pinless.testing;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.ThreadLocalRandom;
+
+/**
+ * A TCP proxy on loopback between clients and one server port, with faults a network or a slow
+ * peer brings: the bytes towards the clients cut into small pieces, or held back after a budget
+ * (a connection stalled mid-response). One thread per direction and connection, blocking I/O.
+ */
+public final class FaultProxy implements AutoCloseable {
+  private final ServerSocket listener;
+  private final int targetPort;
+  private final List<Link> links = new CopyOnWriteArrayList<>();
+  /** Largest piece written towards a client at once (pieces are random, 1 to this). */
+  private volatile int maxPiece = Integer.MAX_VALUE;
+  private final Object stallLock = new Object();
+  /** Bytes each connection may still forward to its client after {@link #stallAfter}; -1 none. */
+  private long stallBudget = -1;
+  /** Guarded by stallLock: bytes forwarded to clients since the last {@link #stallAfter}. */
+  private long forwarded;
+  private volatile boolean closed;
+
+  /** A proxy to {@code targetPort} on the loopback address, listening on a free port. */
+  public FaultProxy(int targetPort) throws IOException {
+    this.targetPort = targetPort;
+    this.listener = new ServerSocket(0, 1024, InetAddress.getLoopbackAddress());
+    Thread acceptor = new Thread(this::acceptLoop, "fault-proxy");
+    acceptor.setDaemon(true);
+    acceptor.start();
+  }
+
+  /** The port clients connect to. */
+  public int port() {
+    return listener.getLocalPort();
+  }
+
+  /** Cuts what servers send into random pieces of 1 to {@code bytes} bytes, each written alone. */
+  public void cutToClients(int bytes) {
+    if (bytes < 1) {
+      throw new IllegalArgumentException("pieces of at least 1 byte: " + bytes);
+    }
+    maxPiece = bytes;
+  }
+
+  /**
+   * From now on, each connection forwards {@code bytes} more bytes to its client and then holds
+   * the rest (it stops reading from the server) until {@link #resume()}.
+   */
+  public void stallAfter(long bytes) {
+    synchronized (stallLock) {
+      stallBudget = bytes;
+      forwarded = 0;
+      for (Link link : links) {
+        link.budget = bytes;
+      }
+      stallLock.notifyAll();
+    }
+  }
+
+  /** Forwards everything again. */
+  public void resume() {
+    synchronized (stallLock) {
+      stallBudget = -1;
+      for (Link link : links) {
+        link.budget = -1;
+      }
+      stallLock.notifyAll();
+    }
+  }
+
+  /** Connections that have forwarded their whole budget and hold the rest. */
+  public int stalled() {
+    int n = 0;
+    synchronized (stallLock) {
+      for (Link link : links) {
+        n += link.budget == 0 ? 1 : 0;
+      }
+    }
+    return n;
+  }
+
+  /** Bytes forwarded to clients, all connections, since the last {@link #stallAfter}. */
+  public long forwardedSinceStall() {
+    synchronized (stallLock) {
+      return forwarded;
+    }
+  }
+
+  /** Connections accepted so far. */
+  public int accepted() {
+    return links.size();
+  }
+
+  private void acceptLoop() {
+    while (!listener.isClosed()) {
+      try {
+        Socket client = listener.accept();
+        Socket server = new Socket(InetAddress.getLoopbackAddress(), targetPort);
+        client.setTcpNoDelay(true);
+        server.setTcpNoDelay(true);
+        Link link = new Link(client, server);
+        synchronized (stallLock) {
+          link.budget = stallBudget;
+          links.add(link);
+        }
+        start(() -> link.toServer(), "fault-proxy-up");
+        start(() -> link.toClient(), "fault-proxy-down");
+      } catch (IOException e) {
+        return; // closed
+      }
+    }
+  }
+
+  private static void start(Runnable pump, String name) {
+    Thread t = new Thread(pump, name);
+    t.setDaemon(true);
+    t.start();
+  }
+
+  /** One proxied connection. */
+  private final class Link {
+    final Socket client;
+    final Socket server;
+    /** Guarded by stallLock: bytes still to forward to the client, or -1 for no limit. */
+    long budget;
+
+    Link(Socket client, Socket server) {
+      this.client = client;
+      this.server = server;
+    }
+
+    void toServer() {
+      byte[] buf = new byte[16384];
+      try (InputStream in = client.getInputStream()) {
+        OutputStream out = server.getOutputStream();
+        int n;
+        while ((n = in.read(buf)) >= 0) {
+          out.write(buf, 0, n);
+        }
+        server.shutdownOutput();
+      } catch (IOException e) {
+        closeBoth();
+      }
+    }
+
+    void toClient() {
+      byte[] buf = new byte[16384];
+      try (InputStream in = server.getInputStream()) {
+        OutputStream out = client.getOutputStream();
+        while (true) {
+          int allowed = awaitBudget(buf.length);
+          int n = in.read(buf, 0, allowed);
+          if (n < 0) {
+            break;
+          }
+          spend(n);
+          for (int at = 0; at < n; ) {
+            int piece = Math.min(n - at, maxPiece == Integer.MAX_VALUE
+                ? n : 1 + ThreadLocalRandom.current().nextInt(maxPiece));
+            out.write(buf, at, piece);
+            at += piece;
+          }
+        }
+        client.shutdownOutput();
+      } catch (IOException | InterruptedException e) {
+        closeBoth();
+      }
+    }
+
+    /** Waits until this connection may forward a byte; returns how many it may read at most. */
+    private int awaitBudget(int wanted) throws InterruptedException {
+      synchronized (stallLock) {
+        while (budget == 0 && !closed) {
+          stallLock.wait();
+        }
+        if (closed) {
+          throw new InterruptedException("proxy closed");
+        }
+        return budget < 0 ? wanted : (int) Math.min(wanted, budget);
+      }
+    }
+
+    private void spend(int n) {
+      synchronized (stallLock) {
+        forwarded += n;
+        if (budget > 0) {
+          budget = Math.max(0, budget - n);
+        }
+      }
+    }
+
+    void closeBoth() {
+      try {
+        client.close();
+        server.close();
+      } catch (IOException ignored) {
+        // already closed
+      }
+    }
+  }
+
+  @Override
+  public void close() throws IOException {
+    closed = true;
+    listener.close();
+    for (Link link : links) {
+      link.closeBoth();
+    }
+    synchronized (stallLock) {
+      stallLock.notifyAll();
+    }
+  }
+}
