@@ -5,7 +5,6 @@ import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelPromise;
-import io.netty.channel.CoalescingBufferQueue;
 import io.netty.handler.ssl.ReferenceCountedOpenSslEngine;
 import io.netty.util.ReferenceCounted;
 import io.netty.util.concurrent.FastThreadLocal;
@@ -39,8 +38,10 @@ import javax.net.ssl.SSLException;
  * #nextReadBuffer}). A header is checked before anything is allocated from it: a length above
  * 2^14 + 2048 is refused.
  *
- * <p>Writes are queued until flush and sealed 16 KiB at a time, one record per pooled buffer; a
- * write's promise completes when the record holding its last byte is written.
+ * <p>Writes are queued until flush ({@link PendingWrites}) and sealed a record's worth at a time
+ * (16 KiB; 16,367 bytes with the JDK's engine, which seals no more into a TLS 1.3 record): small
+ * writes gathered into one pooled buffer, a large one sealed from its own bytes. A write's promise
+ * completes when the record holding its last byte is written.
  *
  * <p>Memory: idle it holds no buffer; the engine keeps what it keeps (the JDK engine's handshake
  * state on the heap; OpenSSL's SSL object, whose record buffers BoringSSL frees when empty).
@@ -97,7 +98,7 @@ public final class TlsRecordStage implements RecordStage {
   private ByteBuf partial;
   private State state = State.IDLE;
   /** Writes not yet sealed; made on the first write. */
-  private CoalescingBufferQueue queue;
+  private PendingWrites queue;
   /** The engine asked for a whole packet buffer of room per wrap (the JDK's does). */
   private boolean wrapsIntoPacketBuffers;
   /** The first fatal error of the sending side; every later write fails with it. */
@@ -114,12 +115,21 @@ public final class TlsRecordStage implements RecordStage {
    * @param early owned: plaintext the engine opened with the handshake's last record, or null
    */
   TlsRecordStage(SSLEngine engine, ByteBuf early) {
+    this(engine, early, -1);
+  }
+
+  /**
+   * As above, counting {@code firstOverhead} bytes per record until the first record shows the
+   * peer's (a negative value: the suite's minimum). Tests give too much, to reach the path where a
+   * record carries more plaintext than counted.
+   */
+  TlsRecordStage(SSLEngine engine, ByteBuf early, int firstOverhead) {
     this.engine = engine;
     this.early = early;
     this.heapOutput = !(engine instanceof ReferenceCountedOpenSslEngine);
     this.minRecordOverhead = TlsRecords.minRecordOverhead(
         engine.getSession().getProtocol(), engine.getSession().getCipherSuite());
-    this.recordOverhead = minRecordOverhead;
+    this.recordOverhead = firstOverhead < 0 ? minRecordOverhead : firstOverhead;
   }
 
   /**
@@ -344,7 +354,9 @@ public final class TlsRecordStage implements RecordStage {
       out.writeBytes(spare.flip());
     }
     int added = recordBytes - TlsRecords.HEADER_BYTES - result.bytesProduced();
-    recordOverhead = result.bytesProduced() == 0 ? recordOverhead : Math.max(minRecordOverhead, added);
+    if (result.bytesProduced() > 0) {
+      recordOverhead = Math.max(minRecordOverhead, added);
+    }
     switch (result.getStatus()) {
       case OK:
         if (result.bytesConsumed() != recordBytes) {
@@ -467,7 +479,7 @@ public final class TlsRecordStage implements RecordStage {
       return;
     }
     if (queue == null) {
-      queue = new CoalescingBufferQueue(ctx.channel(), 4);
+      queue = new PendingWrites();
     }
     queue.add(plaintext, promise);
   }
@@ -475,23 +487,20 @@ public final class TlsRecordStage implements RecordStage {
   /** Seals what is queued, 16 KiB per record, writes the records and flushes. */
   @Override
   public void flush(ChannelHandlerContext ctx) {
-    CoalescingBufferQueue pending = queue;
+    PendingWrites pending = queue;
     if (pending == null) {
       ctx.flush();
       return;
     }
     while (!pending.isEmpty()) {
-      ChannelPromise promise = ctx.newPromise();
-      ByteBuf chunk = pending.remove(ctx.alloc(), recordPlaintextBytes, promise);
+      ByteBuf chunk = pending.take(recordPlaintextBytes, n -> allocate(ctx, n));
       ByteBuf records;
       try {
         records = seal(ctx, chunk);
       } catch (SSLException | RuntimeException e) {
         StatusRuntimeException error = TlsRecords.refused("TLS: sealing failed: " + e.getMessage(), e);
         failure = error;
-        promise.setFailure(error);
-        pending.releaseAndFailAll(error);
-        queue = null;
+        pending.failAll(error);
         ctx.flush();
         ctx.fireExceptionCaught(error);
         ctx.close();
@@ -499,7 +508,7 @@ public final class TlsRecordStage implements RecordStage {
       } finally {
         chunk.release();
       }
-      ctx.write(records, promise);
+      ctx.write(records, pending.promiseOfTaken(ctx));
     }
     ctx.flush();
   }
@@ -626,9 +635,9 @@ public final class TlsRecordStage implements RecordStage {
   @Override
   public void close() {
     if (queue != null) {
-      CoalescingBufferQueue pending = queue;
+      PendingWrites pending = queue;
       queue = null;
-      pending.releaseAndFailAll(new ClosedChannelException());
+      pending.failAll(new ClosedChannelException());
     }
   }
 
