@@ -29,11 +29,16 @@ import java.util.concurrent.TimeUnit;
  * transport sets up once, with its first connections, is not in it). The live heap is the total of the JVM's class histogram of live objects ({@code
  * gcClassHistogram}, what {@code jmap -histo:live} prints, after a full collection), so a
  * variant's figure is the bytes its connections' objects hold, not a reading of the heap's
- * occupancy. With {@code --classes}, the classes that make pinless-alts's figure differ from
- * stock's are listed per connection.
+ * occupancy; the pool's heap chunks are left out of it (they are pooled memory). With {@code
+ * --classes}, the classes that make a pinless variant's figure differ from its stock
+ * counterpart's are listed per connection; {@code --tls} runs stock plaintext and the TLS
+ * variants only. The last column is the growth of the process's resident memory outside the Java
+ * heap over the second half, per connection: the TLS engines' native state with OpenSSL's. It
+ * means that only with the heap committed and touched up front, as below.
  *
  * <pre>
- *   mvn -Pjmh -DskipTests package &amp;&amp; java -cp target/benchmarks.jar io.pinless.grpc.IdleConnections [connections] [nio,epoll,io_uring_ring] [--classes]
+ *   mvn -Pjmh -DskipTests package &amp;&amp; java -Xms2g -Xmx2g -XX:+AlwaysPreTouch \
+ *       -cp target/benchmarks.jar io.pinless.grpc.IdleConnections [connections] [nio,epoll,io_uring_ring] [--classes] [--tls]
  * </pre>
  *
  * <p>Each variant gets its own pooled allocator, with thread caches off so that what the pool
@@ -51,11 +56,12 @@ public final class IdleConnections {
   public static void main(String[] args) throws Exception {
     List<String> rest = new ArrayList<>(List.of(args));
     boolean classes = rest.remove("--classes");
+    boolean tlsOnly = rest.remove("--tls");
     int connections = rest.size() > 0 ? Integer.parseInt(rest.get(0)) : 1000;
     String[] transports = (rest.size() > 1 ? rest.get(1) : "nio,epoll,io_uring_ring").split(",");
     System.out.printf(Locale.ROOT, "%d idle connections, per connection (both ends):%n", connections);
-    System.out.printf(Locale.ROOT, "%-14s %-20s %14s %22s %18s%n",
-        "transport", "variant", "heap bytes", "pooled bytes pinned", "pooled buffers");
+    System.out.printf(Locale.ROOT, "%-14s %-20s %14s %22s %18s %16s%n", "transport", "variant",
+        "heap bytes", "pooled bytes pinned", "pooled buffers", "outside heap");
     io.grpc.Server[] handshakers = {LocalHandshakerMain.start(0, "client-sa"), LocalHandshakerMain.start(0, "server-sa")};
     String[] alts = {
         LocalHandshakerMain.hostAndPort(handshakers[0]), LocalHandshakerMain.hostAndPort(handshakers[1])};
@@ -70,20 +76,24 @@ public final class IdleConnections {
       }
       for (String transport : transports) {
         BenchTransport.Kind kind = BenchTransport.Kind.parse(transport);
-        Cost plain = measure(kind, "pinless", null, connections);
-        print(transport, "pinless", plain, connections);
         Cost stock = measure(kind, "stock", null, connections);
         print(transport, "stock", stock, connections);
-        Cost secure = measure(kind, "pinless", alts, connections);
-        print(transport, "pinless-alts", secure, connections);
+        Cost plain = tlsOnly ? null : measure(kind, "pinless", null, connections);
+        Cost secure = tlsOnly ? null : measure(kind, "pinless", alts, connections);
+        if (!tlsOnly) {
+          print(transport, "pinless", plain, connections);
+          print(transport, "pinless-alts", secure, connections);
+        }
         Cost[] tls = new Cost[BenchTransport.TLS_VARIANTS.size()];
         for (int i = 0; i < tls.length; i++) {
           tls[i] = measure(kind, BenchTransport.TLS_VARIANTS.get(i), null, connections);
           print(transport, BenchTransport.TLS_VARIANTS.get(i), tls[i], connections);
         }
-        if (classes) {
+        if (classes && !tlsOnly) {
           printClasses(transport + " pinless - stock", plain, stock, connections);
           printClasses(transport + " pinless-alts - stock", secure, stock, connections);
+        }
+        if (classes) {
           for (int i = 0; i + 1 < tls.length; i += 2) {
             printClasses(transport + " " + BenchTransport.TLS_VARIANTS.get(i) + " - "
                 + BenchTransport.TLS_VARIANTS.get(i + 1), tls[i], tls[i + 1], connections);
@@ -98,9 +108,9 @@ public final class IdleConnections {
   }
 
   private static void print(String transport, String variant, Cost cost, int connections) {
-    System.out.printf(Locale.ROOT, "%-14s %-20s %14d %22d %18.2f%n",
+    System.out.printf(Locale.ROOT, "%-14s %-20s %14d %22d %18.2f %16d%n",
         transport, variant, cost.heap / connections, cost.pooled / connections,
-        (double) cost.buffers / connections);
+        (double) cost.buffers / connections, cost.outsideHeap / connections);
   }
 
   /** Lists the classes whose live bytes per connection differ by at least 4 B between two runs. */
@@ -121,6 +131,8 @@ public final class IdleConnections {
     long heap;
     long pooled;
     long buffers;
+    /** Growth of the process's resident memory outside the Java heap; -1 when unknown. */
+    long outsideHeap;
     /** Live bytes by class name, after minus before. */
     final Map<String, Long> byClass = new HashMap<>();
   }
@@ -150,13 +162,21 @@ public final class IdleConnections {
       int firstHalf = connections / 2;
       openIdle(loop, channels, firstHalf);
       Map<String, Long> heapBefore = liveHeapByClass();
+      long poolHeapBefore = alloc.metric().usedHeapMemory();
+      long residentBefore = residentBytes();
       openIdle(loop, channels, connections - firstHalf);
       Cost cost = new Cost();
       liveHeapByClass().forEach((k, v) -> cost.byClass.merge(k, v, Long::sum));
       heapBefore.forEach((k, v) -> cost.byClass.merge(k, -v, Long::sum));
+      // The pool's heap chunks (4 MiB arrays, made when a heap buffer first needs one) are pooled
+      // memory, counted with the pooled bytes: they are left out of the heap figure.
+      cost.byClass.merge("byte[]", -(alloc.metric().usedHeapMemory() - poolHeapBefore), Long::sum);
       double scale = (double) connections / (connections - firstHalf);
       cost.byClass.replaceAll((k, v) -> Math.round(v * scale));
       cost.heap = cost.byClass.values().stream().mapToLong(Long::longValue).sum();
+      long residentAfter = residentBytes();
+      cost.outsideHeap = residentBefore < 0 || residentAfter < 0
+          ? -1 : Math.round((residentAfter - residentBefore) * scale);
       cost.pooled = activeBytes(alloc) - pooledBefore;
       cost.buffers = activeBuffers(alloc) - buffersBefore;
       for (ManagedChannel channel : channels) {
@@ -202,6 +222,24 @@ public final class IdleConnections {
     // Idle means idle for a while: as in pinless compare's idle phase, 2 s (a pinless connection
     // gives back its read budget's table at most 1.28 s after its last read).
     Thread.sleep(SETTLE_MILLIS);
+  }
+
+  /**
+   * The process's resident memory ({@code VmRSS}), or -1 off Linux. With a heap committed and
+   * touched up front ({@code -Xms} = {@code -Xmx}, {@code -XX:+AlwaysPreTouch}) its growth is memory
+   * outside the Java heap: the TLS engines' native state (BoringSSL's), pool chunks, JIT code.
+   */
+  private static long residentBytes() {
+    try {
+      for (String line : java.nio.file.Files.readAllLines(java.nio.file.Path.of("/proc/self/status"))) {
+        if (line.startsWith("VmRSS:")) {
+          return Long.parseLong(line.replaceAll("[^0-9]", "")) * 1024;
+        }
+      }
+    } catch (java.io.IOException | RuntimeException e) {
+      // not Linux
+    }
+    return -1;
   }
 
   /** Bytes of the pool's chunks in use (page granularity), heap and direct arenas. */

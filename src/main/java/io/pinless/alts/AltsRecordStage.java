@@ -45,7 +45,7 @@ public final class AltsRecordStage extends AltsRecordOpener implements RecordSta
   }
 
   @Override
-  public void close() {
+  public void close(ChannelHandlerContext ctx) {
     sealer.close();
   }
 

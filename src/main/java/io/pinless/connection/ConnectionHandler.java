@@ -181,7 +181,7 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
   @Override
   public void close(ChannelHandlerContext ctx, ChannelPromise promise) {
     if (records != null) {
-      records.close();
+      records.close(ctx);
     }
     ctx.close(promise);
   }

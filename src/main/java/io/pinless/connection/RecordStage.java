@@ -52,8 +52,11 @@ public interface RecordStage extends ReadPolicy.ReadTarget {
   /** Seals what is queued into records, writes them and flushes the channel. */
   void flush(ChannelHandlerContext ctx);
 
-  /** The channel is closing: fails the writes not yet sealed. */
-  void close();
+  /**
+   * The channel is closing: fails the writes not yet sealed; a protocol with a closing message
+   * (TLS's close_notify) writes it with {@code ctx}.
+   */
+  void close(ChannelHandlerContext ctx);
 
   /** Releases everything the stage holds and destroys its keys; it is not used again. */
   void release();

@@ -5,6 +5,7 @@ import io.grpc.ChannelCredentials;
 import io.grpc.Grpc;
 import io.grpc.InternalChannelz;
 import io.grpc.SecurityLevel;
+import io.grpc.Status;
 import io.grpc.ServerCredentials;
 import io.grpc.internal.GrpcAttributes;
 import io.grpc.internal.ObjectPool;
@@ -342,6 +343,12 @@ final class NettyNegotiators {
         ctx.pipeline().addBefore(ctx.name(), "pinless-tls-handshake",
             new TlsHandshakeHandler(engine, TlsTasks.EXECUTOR, tls.handshakeTimeoutMillis()));
       } else {
+        // As grpc-netty's plaintext: a call may name any authority.
+        ProtocolNegotiationEvent event = getProtocolNegotiationEvent();
+        replaceProtocolNegotiationEvent(InternalProtocolNegotiationEvent.withAttributes(event,
+            InternalProtocolNegotiationEvent.getAttributes(event).toBuilder()
+                .set(GrpcAttributes.ATTR_AUTHORITY_VERIFIER, authority -> Status.OK)
+                .build()));
         install(ctx, security.stages().get());
       }
     }
@@ -355,6 +362,8 @@ final class NettyNegotiators {
             InternalProtocolNegotiationEvent.getAttributes(event).toBuilder()
                 .set(GrpcAttributes.ATTR_SECURITY_LEVEL, SecurityLevel.PRIVACY_AND_INTEGRITY)
                 .set(Grpc.TRANSPORT_ATTR_SSL_SESSION, result.session())
+                .set(GrpcAttributes.ATTR_AUTHORITY_VERIFIER,
+                    authority -> TlsAuthority.check(result.session(), authority))
                 .build();
         event = InternalProtocolNegotiationEvent.withAttributes(event, attrs);
         event = InternalProtocolNegotiationEvent.withSecurity(event,

@@ -551,6 +551,11 @@ public final class TlsRecordStage implements RecordStage {
             wrapsIntoPacketBuffers = true;
             out.ensureWritable(engine.getSession().getPacketBufferSize());
             continue;
+          case CLOSED:
+            if (plaintext.isReadable()) {
+              throw new SSLException("the engine is closed");
+            }
+            return out; // its close_notify, if it had one to send, is in out
           default:
             throw new SSLException("the engine is " + result.getStatus());
         }
@@ -632,8 +637,31 @@ public final class TlsRecordStage implements RecordStage {
     return false;
   }
 
+  /**
+   * Fails the writes not yet sealed and, unless the connection already failed or ended, sends
+   * close_notify before the channel closes (as {@code SslHandler} does, without waiting for it).
+   */
   @Override
-  public void close() {
+  public void close(ChannelHandlerContext ctx) {
+    failQueued();
+    if (failure != null || released || state == State.FAILED || engine.isOutboundDone()
+        || !ctx.channel().isActive()) {
+      return;
+    }
+    engine.closeOutbound();
+    try {
+      ByteBuf alert = seal(ctx, Unpooled.EMPTY_BUFFER);
+      if (alert.isReadable()) {
+        ctx.writeAndFlush(alert);
+      } else {
+        alert.release();
+      }
+    } catch (SSLException | RuntimeException e) {
+      // The channel closes anyway: the peer sees it end without close_notify.
+    }
+  }
+
+  private void failQueued() {
     if (queue != null) {
       PendingWrites pending = queue;
       queue = null;
@@ -645,7 +673,7 @@ public final class TlsRecordStage implements RecordStage {
   @Override
   public void release() {
     releasePartial();
-    close();
+    failQueued();
     if (!released) {
       released = true;
       engine.closeOutbound();

@@ -127,7 +127,7 @@ class ConnectionHandlerTest {
     }
 
     @Override
-    public void close() {}
+    public void close(ChannelHandlerContext ctx) {}
 
     @Override
     public void release() {

@@ -55,7 +55,7 @@ final class IdentityStage implements RecordStage {
   }
 
   @Override
-  public void close() {}
+  public void close(ChannelHandlerContext ctx) {}
 
   @Override
   public void release() {}

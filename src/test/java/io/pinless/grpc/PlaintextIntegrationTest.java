@@ -176,6 +176,21 @@ class PlaintextIntegrationTest {
     }
   }
 
+  /**
+   * A call naming another authority goes through, as over grpc-netty's own credentials (which
+   * check it against a TLS peer's certificate and, by default, only log a mismatch).
+   */
+  @Test
+  void aCallWithItsOwnAuthorityGoesThrough() throws Exception {
+    try (Loopback lb = start(Transport.NIO)) {
+      CompletableFuture<byte[]> f = new CompletableFuture<>();
+      ClientCalls.asyncUnaryCall(
+          lb.channel.newCall(TestService.UNARY, CallOptions.DEFAULT.withAuthority("localhost:443")),
+          message(100, 1), observer(f));
+      assertArrayEquals(message(100, 1), f.get(30, TimeUnit.SECONDS));
+    }
+  }
+
   @Test
   void cancelMidStreamThenTheChannelStillWorks() throws Exception {
     try (Loopback lb = start(Transport.NIO)) {

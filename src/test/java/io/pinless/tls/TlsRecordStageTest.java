@@ -124,7 +124,7 @@ class TlsRecordStageTest {
       feed(ch, seal(engines[1], payload), 20000);
       assertArrayEquals(payload, capture.bytes.toByteArray());
     } finally {
-      assertFalse(ch.finishAndReleaseAll());
+      ch.finishAndReleaseAll(); // closing writes close_notify
       ReferenceCountUtil.release(engines[1]);
     }
   }
@@ -198,7 +198,26 @@ class TlsRecordStageTest {
         assertEquals((sent.size() + 16383) / 16384, records);
       }
     } finally {
-      assertFalse(ch.finishAndReleaseAll());
+      ch.finishAndReleaseAll(); // closing writes close_notify
+      ReferenceCountUtil.release(engines[1]);
+    }
+  }
+
+  @ParameterizedTest
+  @EnumSource(names = {"JDK", "OPENSSL"})
+  void closingSendsCloseNotify(SslProvider provider) throws Exception {
+    SSLEngine[] engines = handshaken(provider);
+    EmbeddedChannel ch = channel(new TlsRecordStage(engines[0], null), new Capture());
+    try {
+      ch.close();
+      ByteBuf out = ch.readOutbound();
+      ByteBuffer wire = ByteBuffer.wrap(ByteBufUtil.getBytes(out));
+      out.release();
+      SSLEngineResult result = engines[1].unwrap(wire, ByteBuffer.allocate(1 << 16));
+      assertEquals(SSLEngineResult.Status.CLOSED, result.getStatus());
+      assertTrue(engines[1].isInboundDone());
+    } finally {
+      ch.finishAndReleaseAll(); // closing writes close_notify
       ReferenceCountUtil.release(engines[1]);
     }
   }
