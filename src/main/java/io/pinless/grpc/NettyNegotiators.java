@@ -43,6 +43,7 @@ import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
 import javax.net.ssl.SSLEngine;
+import javax.net.ssl.SSLSession;
 import javax.net.ssl.SSLParameters;
 
 /**
@@ -357,17 +358,18 @@ final class NettyNegotiators {
     protected void userEventTriggered0(ChannelHandlerContext ctx, Object evt) throws Exception {
       if (evt instanceof TlsHandshakeResult) {
         TlsHandshakeResult result = (TlsHandshakeResult) evt;
+        SSLSession session = result.session();
         ProtocolNegotiationEvent event = getProtocolNegotiationEvent();
         Attributes attrs =
             InternalProtocolNegotiationEvent.getAttributes(event).toBuilder()
                 .set(GrpcAttributes.ATTR_SECURITY_LEVEL, SecurityLevel.PRIVACY_AND_INTEGRITY)
-                .set(Grpc.TRANSPORT_ATTR_SSL_SESSION, result.session())
+                .set(Grpc.TRANSPORT_ATTR_SSL_SESSION, session)
                 .set(GrpcAttributes.ATTR_AUTHORITY_VERIFIER,
-                    authority -> TlsAuthority.check(result.session(), authority))
+                    authority -> TlsAuthority.check(session, authority))
                 .build();
         event = InternalProtocolNegotiationEvent.withAttributes(event, attrs);
         event = InternalProtocolNegotiationEvent.withSecurity(event,
-            new InternalChannelz.Security(new InternalChannelz.Tls(result.session())));
+            new InternalChannelz.Security(new InternalChannelz.Tls(session)));
         replaceProtocolNegotiationEvent(event);
         install(ctx, result.takeRecordStage());
         return;

@@ -45,6 +45,18 @@ public final class PinlessChannelCredentials {
   }
 
   /**
+   * As {@link #tls(SslContext)}, with the handshake failing after {@code handshakeTimeout}
+   * instead of 20 s (the rollback's stock credentials keep grpc-netty's own deadline).
+   *
+   * @throws IllegalArgumentException as {@link #tls(SslContext)}, or if the timeout is not
+   *     positive
+   */
+  public static ChannelCredentials tls(SslContext context, long handshakeTimeout, TimeUnit unit) {
+    return NettyNegotiators.tlsClientCredentials(
+        context, AltsDefaults.checkTimeout(handshakeTimeout, unit));
+  }
+
+  /**
    * ALTS with the pinless read path: the handshake runs asynchronously through a handshaker
    * service, and calls see {@code PRIVACY_AND_INTEGRITY} and a {@link PinlessAltsContext}.
    */

@@ -41,6 +41,18 @@ public final class PinlessServerCredentials {
   }
 
   /**
+   * As {@link #tls(SslContext)}, with a handshake failing after {@code handshakeTimeout} instead
+   * of 20 s (the rollback's stock credentials keep grpc-netty's own deadline).
+   *
+   * @throws IllegalArgumentException as {@link #tls(SslContext)}, or if the timeout is not
+   *     positive
+   */
+  public static ServerCredentials tls(SslContext context, long handshakeTimeout, TimeUnit unit) {
+    return NettyNegotiators.tlsServerCredentials(
+        context, AltsDefaults.checkTimeout(handshakeTimeout, unit));
+  }
+
+  /**
    * ALTS with the pinless read path: the handshake runs asynchronously through a handshaker
    * service, and calls see {@code PRIVACY_AND_INTEGRITY} and a {@link PinlessAltsContext}.
    */

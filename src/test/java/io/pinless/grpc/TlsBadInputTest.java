@@ -132,6 +132,21 @@ class TlsBadInputTest {
   }
 
   @Test
+  void contextsAndTimeoutsAreCheckedWhenTheCredentialsAreMade() throws Exception {
+    SslContext client = TestCertificates.clientContext(SslProvider.JDK, null);
+    SslContext server =
+        TestCertificates.serverContext(SslProvider.JDK, TestCertificates.SERVER, ClientAuth.NONE);
+    SslContext noAlpn = io.netty.handler.ssl.SslContextBuilder.forClient().build();
+    assertThrows(IllegalArgumentException.class, () -> PinlessChannelCredentials.tls(server));
+    assertThrows(IllegalArgumentException.class, () -> PinlessServerCredentials.tls(client));
+    assertThrows(IllegalArgumentException.class, () -> PinlessChannelCredentials.tls(noAlpn));
+    assertThrows(IllegalArgumentException.class,
+        () -> PinlessChannelCredentials.tls(client, 0, TimeUnit.SECONDS));
+    assertThrows(IllegalArgumentException.class,
+        () -> PinlessServerCredentials.tls(server, -1, TimeUnit.SECONDS));
+  }
+
+  @Test
   void tlsToAPlaintextPort() throws Exception {
     Server server = server(PinlessServerCredentials.insecure());
     try {
@@ -192,8 +207,9 @@ class TlsBadInputTest {
       }, "raw-tls-server");
       t.setDaemon(true);
       t.start();
-      return callFails(channel(listener.getLocalPort(), NettyNegotiators.tlsClientCredentials(
-          TestCertificates.clientContext(SslProvider.JDK, null), timeoutMillis)));
+      return callFails(channel(listener.getLocalPort(), PinlessChannelCredentials.tls(
+          TestCertificates.clientContext(SslProvider.JDK, null), timeoutMillis,
+          TimeUnit.MILLISECONDS)));
     }
   }
 
