@@ -1,6 +1,9 @@
 package io.pinless.grpc;
 
 import io.grpc.ChannelCredentials;
+import io.grpc.InsecureChannelCredentials;
+import io.grpc.TlsChannelCredentials;
+import io.pinless.Settings;
 import io.netty.handler.ssl.SslContext;
 import java.util.ArrayList;
 import java.util.List;
@@ -42,6 +45,31 @@ public final class PinlessChannelCredentials {
   public static ChannelCredentials tls(SslContext context) {
     return NettyNegotiators.tlsClientCredentials(
         context, NettyNegotiators.TLS_HANDSHAKE_TIMEOUT_MILLIS);
+  }
+
+  /**
+   * grpc's portable credentials with the pinless read path: {@code TlsChannelCredentials} (from
+   * {@code TlsChannelCredentials.create()} or its builder) become {@link #tls(SslContext)} over
+   * the {@code SslContext} grpc-netty would build from them (OpenSSL's engine when netty-tcnative
+   * is present, else the JDK's); {@code InsecureChannelCredentials} become {@link #insecure()}.
+   * With {@code -Dpinless.enabled=false} it returns {@code credentials} themselves.
+   *
+   * @throws IllegalArgumentException for other credentials, TLS features pinless does not take
+   *     (it takes mutual TLS and custom key and trust managers), or keys or certificates that do
+   *     not load
+   */
+  public static ChannelCredentials from(ChannelCredentials credentials) {
+    if (!Settings.enabled()) {
+      return credentials;
+    }
+    if (credentials instanceof TlsChannelCredentials) {
+      return tls(PortableTls.clientContext((TlsChannelCredentials) credentials));
+    }
+    if (credentials instanceof InsecureChannelCredentials) {
+      return insecure();
+    }
+    throw new IllegalArgumentException("pinless takes grpc's TLS or insecure credentials, not "
+        + credentials.getClass().getName());
   }
 
   /**

@@ -1,6 +1,9 @@
 package io.pinless.grpc;
 
 import io.grpc.ServerCredentials;
+import io.grpc.InsecureServerCredentials;
+import io.grpc.TlsServerCredentials;
+import io.pinless.Settings;
 import io.netty.handler.ssl.SslContext;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
@@ -38,6 +41,32 @@ public final class PinlessServerCredentials {
   public static ServerCredentials tls(SslContext context) {
     return NettyNegotiators.tlsServerCredentials(
         context, NettyNegotiators.TLS_HANDSHAKE_TIMEOUT_MILLIS);
+  }
+
+  /**
+   * grpc's portable credentials with the pinless read path: {@code TlsServerCredentials} (from
+   * {@code TlsServerCredentials.create(certChain, key)} or its builder) become {@link
+   * #tls(SslContext)} over the {@code SslContext} grpc-netty would build from them (OpenSSL's
+   * engine when netty-tcnative is present, else the JDK's; the client-certificate policy of
+   * {@code clientAuth}); {@code InsecureServerCredentials} become {@link #insecure()}. With {@code
+   * -Dpinless.enabled=false} it returns {@code credentials} themselves.
+   *
+   * @throws IllegalArgumentException for other credentials, TLS features pinless does not take
+   *     (it takes mutual TLS and custom key and trust managers), or keys or certificates that do
+   *     not load
+   */
+  public static ServerCredentials from(ServerCredentials credentials) {
+    if (!Settings.enabled()) {
+      return credentials;
+    }
+    if (credentials instanceof TlsServerCredentials) {
+      return tls(PortableTls.serverContext((TlsServerCredentials) credentials));
+    }
+    if (credentials instanceof InsecureServerCredentials) {
+      return insecure();
+    }
+    throw new IllegalArgumentException("pinless takes grpc's TLS or insecure credentials, not "
+        + credentials.getClass().getName());
   }
 
   /**
