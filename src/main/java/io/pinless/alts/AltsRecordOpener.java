@@ -1,32 +1,18 @@
 package io.pinless.alts;
 
 import io.netty.buffer.ByteBuf;
-import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelHandlerContext;
-import io.pinless.PinlessMetrics.Metric;
+import io.pinless.connection.RecordFraming;
 import java.security.GeneralSecurityException;
 import java.util.function.BiConsumer;
 import javax.crypto.AEADBadTagException;
 
 /**
  * Opens ALTS records: ciphertext in, plaintext out. The receiving half of {@link AltsRecordStage},
- * and what {@link AltsRecordDecoder} runs.
- *
- * <pre>
- *   read buffer:  | record 1 | record 2 | record 3 | head of record 4 |
- *                      |          |          |            |
- *                      v          v          v            v copied (its own bytes only) into a
- *   handed on:    | plain 1  | plain 2  | plain 3  |        buffer sized from its header
- *                 one pooled direct buffer per read
- * </pre>
- *
- * <p>Whole records are decrypted straight out of the buffer the socket read into, one {@code
- * doFinal} each, into one pooled direct buffer per read; there is no cumulation. A record that a
- * read cuts short is copied into a buffer of exactly its own size (before its 8-byte header is
- * complete, into a {@code long}), so the read buffer is released at once. When the read policy
- * asks ({@link #nextReadBuffer}), the rest of such a record is read straight into that buffer, so
- * only the part that came with the cut read is copied; fresh reads are sized to hold whole records
- * ({@link #nextReadBytes}).
+ * and what {@link AltsRecordDecoder} runs. The framing is {@link RecordFraming}'s: whole records
+ * are decrypted straight out of the buffer the socket read into, one {@code doFinal} each, into
+ * one pooled direct buffer per read; a record a read cuts short keeps only its own bytes, and
+ * fresh reads are sized to one frame of the largest size.
  *
  * <p>Memory: idle (between records) it holds no buffer. Mid-record it holds one pooled buffer of
  * {@code 4 + length} bytes (at most {@code maxFrameSize}). The plaintext it hands on pins nothing
@@ -43,41 +29,14 @@ import javax.crypto.AEADBadTagException;
  * input is dropped. {@link #endOfInput} with a record partly received throws one ({@code
  * TRUNCATED}).
  */
-class AltsRecordOpener {
-  /**
-   * 4 KiB: a partial record missing at least this much is read into directly; a smaller rest is
-   * read with whatever follows it and copied.
-   */
-  static final int MIN_DIRECT_READ_BYTES = 4096;
-
-  /** Where the opener is in the record stream. */
-  private enum State {
-    /** Between records: nothing held. */
-    IDLE,
-    /** Fewer than 8 header bytes of the next record received; they are in {@link #header}. */
-    HEADER,
-    /** The header is known; {@link #partial} holds the record's bytes so far. */
-    BODY,
-    /** A fatal error happened; every read is dropped. */
-    FAILED
-  }
-
+class AltsRecordOpener extends RecordFraming {
   private final RecordCipher cipher;
   private final int maxFrameSize;
-  /**
-   * The first header bytes of the next record while in {@link State#HEADER}, little endian (byte
-   * i in bits 8i to 8i+7): a field, not an array, so a connection carries no array for it.
-   */
-  private long header;
-  /** How many bytes of {@link #header} are filled, 0 to 7 (a byte keeps the object small). */
-  private byte headerBytes;
-  /** A record partly received, header included, sized to the whole frame; only in BODY. */
-  private ByteBuf partial;
-  private State state = State.IDLE;
 
   /** An opener of records sent by the peer; see {@link AltsRecordDecoder#AltsRecordDecoder}. */
   AltsRecordOpener(
       AltsRecordProtocol protocol, byte[] key, boolean isClient, int maxFrameSize, AesGcm aes) {
+    super(AltsFrames.HEADER_BYTES);
     this.maxFrameSize = AltsFrames.checkMaxFrameSize(maxFrameSize);
     this.cipher = new RecordCipher(protocol, key, aes, isClient);
   }
@@ -92,131 +51,39 @@ class AltsRecordOpener {
    */
   public void open(ChannelHandlerContext ctx, ByteBuf in, int headroom,
       BiConsumer<ChannelHandlerContext, ByteBuf> plaintext) {
-    if (state == State.FAILED) {
-      return;
-    }
-    ByteBuf out;
-    try {
-      out = decode(ctx, in, headroom, plaintext);
-    } catch (AltsRecordException e) {
-      state = State.FAILED;
-      releasePartial();
-      throw e;
-    }
-    if (out != null) {
-      plaintext.accept(ctx, out);
-    }
+    openRecords(ctx, in, headroom, plaintext);
   }
 
-  /**
-   * Decodes what {@code msg} completes; on a fatal error hands on the plaintext decoded so far and
-   * rethrows.
-   *
-   * @param msg borrowed: its reader index is advanced past everything consumed; it may be the
-   *     partial record itself, when the socket read straight into it
-   * @return plaintext the caller must hand on (and so release), or null when there is none
-   */
-  private ByteBuf decode(
-      ChannelHandlerContext ctx, ByteBuf msg, int headroom, BiConsumer<ChannelHandlerContext, ByteBuf> plaintext) {
-    // A read that went straight into the partial record (see nextReadBuffer) brought nothing else.
-    boolean direct = msg == partial;
-    ByteBuf in = direct ? Unpooled.EMPTY_BUFFER : msg;
-    if (state == State.HEADER) {
-      fillHeader(ctx, in);
-    }
-    if (state == State.BODY) {
-      if (!direct) {
-        int need = partial.writableBytes();
-        int n = Math.min(need, in.readableBytes());
-        partial.writeBytes(in, n);
-        Metric.RECORD_BYTES_COPIED.add(n);
-      }
-      if (partial.isWritable()) {
-        return null;
-      }
-    }
-    // Size the output from the headers of the records this read completes. A bad header stops
-    // the scan: the records before it are still decoded and fired before the error.
-    int plaintextBytes = state == State.BODY ? partial.readableBytes() - AltsFrames.OVERHEAD_BYTES : 0;
-    int index = in.readerIndex();
-    int end = in.writerIndex();
-    AltsRecordException headerError = null;
-    while (end - index >= AltsFrames.HEADER_BYTES) {
-      int length;
-      try {
-        length = AltsFrames.checkHeader(
-            in.getUnsignedIntLE(index), in.getUnsignedIntLE(index + 4), maxFrameSize);
-      } catch (AltsRecordException e) {
-        headerError = e;
-        break;
-      }
-      if (end - index < AltsFrames.LENGTH_BYTES + length) {
-        break;
-      }
-      plaintextBytes += length - 4 - AesGcm.TAG_BYTES;
-      index += AltsFrames.LENGTH_BYTES + length;
-    }
-    int wholeEnd = index;
-    ByteBuf out = plaintextBytes == 0
-        ? Unpooled.EMPTY_BUFFER
-        : ctx.alloc().directBuffer(headroom + plaintextBytes)
-            .writerIndex(headroom).readerIndex(headroom);
-    try {
-      if (state == State.BODY) {
-        openRecord(partial, partial.readerIndex(), partial.readableBytes(), out);
-        partial.release();
-        partial = null;
-        state = State.IDLE;
-      }
-      while (in.readerIndex() < wholeEnd) {
-        int start = in.readerIndex();
-        int frameBytes = AltsFrames.LENGTH_BYTES + in.getIntLE(start);
-        openRecord(in, start, frameBytes, out);
-        in.readerIndex(start + frameBytes);
-      }
-    } catch (AltsRecordException e) {
-      handOnIfReadable(ctx, out, plaintext);
-      throw e;
-    }
-    if (headerError != null) {
-      handOnIfReadable(ctx, out, plaintext);
-      throw headerError;
-    }
-    if (in.isReadable()) {
-      fillHeader(ctx, in);
-    }
-    if (!out.isReadable()) {
-      out.release();
-      return null;
-    }
-    return out;
+  /** The 8-byte header, length and type little endian, read big endian: byte-reversed here. */
+  @Override
+  protected int recordBytes(long header) {
+    long littleEndian = Long.reverseBytes(header);
+    return AltsFrames.LENGTH_BYTES + AltsFrames.checkHeader(
+        littleEndian & 0xffffffffL, littleEndian >>> 32, maxFrameSize);
   }
 
-  /**
-   * Takes header bytes of the next record from {@code in}; once the header is complete, checks it
-   * and moves to {@link State#BODY} with a buffer of exactly the frame's size.
-   *
-   * @param in borrowed: its reader index is advanced past the bytes taken
-   */
-  private void fillHeader(ChannelHandlerContext ctx, ByteBuf in) {
-    int take = Math.min(AltsFrames.HEADER_BYTES - headerBytes, in.readableBytes());
-    for (int i = 0; i < take; i++) {
-      header |= (long) in.readUnsignedByte() << (8 * headerBytes++);
-    }
-    if (headerBytes < AltsFrames.HEADER_BYTES) {
-      state = State.HEADER;
-      return;
-    }
-    long bytes = header;
-    header = 0;
-    headerBytes = 0;
-    int length = AltsFrames.checkHeader(bytes & 0xffffffffL, bytes >>> 32, maxFrameSize);
-    partial = ctx.alloc().directBuffer(AltsFrames.LENGTH_BYTES + length);
-    partial.writeLongLE(bytes);
-    state = State.BODY;
-    int take2 = Math.min(partial.writableBytes(), in.readableBytes());
-    partial.writeBytes(in, take2);
-    Metric.RECORD_BYTES_COPIED.add(AltsFrames.HEADER_BYTES + take2);
+  @Override
+  protected int plaintextBound(int frameBytes) {
+    return frameBytes - AltsFrames.OVERHEAD_BYTES;
+  }
+
+  /** @return owned by the caller: a pooled direct buffer (the cipher works in place on it) */
+  @Override
+  protected ByteBuf allocateOutput(ChannelHandlerContext ctx, int headroom, int plaintextBytes) {
+    return ctx.alloc().directBuffer(headroom + plaintextBytes)
+        .writerIndex(headroom).readerIndex(headroom);
+  }
+
+  @Override
+  protected RuntimeException truncated(String what) {
+    return new AltsRecordException(
+        AltsRecordException.Reason.TRUNCATED, "connection closed after " + what);
+  }
+
+  /** One frame of the largest size (the read handler caps reads at 64 KiB). */
+  @Override
+  protected int freshReadBytes() {
+    return maxFrameSize;
   }
 
   /**
@@ -225,7 +92,8 @@ class AltsRecordOpener {
    * @param frame borrowed: indexes are not moved
    * @param out borrowed: its writer index is advanced by the plaintext length
    */
-  private void openRecord(ByteBuf frame, int start, int frameBytes, ByteBuf out) {
+  @Override
+  protected void openRecord(ByteBuf frame, int start, int frameBytes, ByteBuf out) {
     int plaintextBytes = frameBytes - AltsFrames.OVERHEAD_BYTES;
     byte[] nonce = cipher.current();
     try {
@@ -248,86 +116,10 @@ class AltsRecordOpener {
   }
 
 
-  /** @param out owned: handed on when readable, else released */
-  private static void handOnIfReadable(
-      ChannelHandlerContext ctx, ByteBuf out, BiConsumer<ChannelHandlerContext, ByteBuf> plaintext) {
-    if (out.isReadable()) {
-      plaintext.accept(ctx, out);
-    } else {
-      out.release();
-    }
-  }
-
-  /**
-   * The peer closed.
-   *
-   * @throws AltsRecordException ({@code TRUNCATED}) if a record was partly received
-   */
-  public void endOfInput() {
-    if (state != State.HEADER && state != State.BODY) {
-      return;
-    }
-    int received = state == State.HEADER ? headerBytes : partial.readableBytes();
-    String expected =
-        state == State.HEADER ? "a record header" : partial.capacity() + " bytes of a record";
-    state = State.FAILED;
-    releasePartial();
-    throw new AltsRecordException(
-        AltsRecordException.Reason.TRUNCATED,
-        "connection closed after " + received + " of " + expected);
-  }
-
-  /**
-   * While a record is cut short by a read, the next read goes straight into its buffer, so the
-   * rest of the record is never copied (as grpc-go's ALTS conn does).
-   *
-   * @return owned by the read loop (retained for it): the partial record, to read into at its
-   *     writer index; null for a fresh read buffer
-   */
-  public ByteBuf nextReadBuffer() {
-    if (state != State.BODY || partial.writableBytes() < MIN_DIRECT_READ_BYTES) {
-      return null;
-    }
-    return partial.retain();
-  }
-
-  /**
-   * Sizes fresh reads from the record stream, so that reads of a bulk stream of full frames hold
-   * whole records and nothing is copied: between records, one frame of the largest size; with a
-   * small rest of a cut record pending (too small to read into directly), that rest and one such
-   * frame behind it; before a cut header is complete, one such frame (the read handler caps
-   * reads at 64 KiB).
-   */
-  public int nextReadBytes() {
-    switch (state) {
-      case IDLE:
-      case HEADER:
-        return maxFrameSize;
-      case BODY:
-        return partial.writableBytes() + maxFrameSize;
-      default:
-        return 0;
-    }
-  }
-
-  private void releasePartial() {
-    header = 0;
-    headerBytes = 0;
-    if (partial != null) {
-      partial.release();
-      partial = null;
-    }
-  }
-
   /** Releases the partial record and destroys the key: the opener is not used again. */
   public void release() {
     releasePartial();
     cipher.destroy();
-  }
-
-  /** How many bytes this opener holds between reads: 0 when idle. */
-  int heldBytes() {
-    return partial == null ? 0 : partial.capacity();
   }
 
   /** The name of the AES-GCM provider in use. */

@@ -8,7 +8,7 @@ import io.netty.channel.ChannelPromise;
 import io.netty.handler.ssl.ReferenceCountedOpenSslEngine;
 import io.netty.util.ReferenceCounted;
 import io.netty.util.concurrent.FastThreadLocal;
-import io.pinless.PinlessMetrics.Metric;
+import io.pinless.connection.RecordFraming;
 import io.pinless.connection.RecordStage;
 import java.nio.ByteBuffer;
 import java.nio.channels.ClosedChannelException;
@@ -19,24 +19,14 @@ import javax.net.ssl.SSLException;
 
 /**
  * TLS records after the handshake: the {@link SSLEngine} the handshake used, driven directly and
- * handed only whole records.
- *
- * <pre>
- *   read buffer:  | record 1 | record 2 | head of record 3 |
- *                      |          |            |
- *                      v unwrap   v unwrap     v copied (its own bytes only) into a buffer
- *   handed on:    | plain 1  | plain 2  |        sized from its header
- *                 one pooled buffer per read
- * </pre>
- *
- * <p>Whole records are unwrapped out of the buffer the socket read into, into one pooled buffer
- * per read; there is no cumulation. OpenSSL's engine reads each record in place and writes
- * direct plaintext; the JDK's AES-GCM works on arrays, so for it each record goes through a
- * pooled heap copy and the plaintext is heap. A record a read cuts short is copied into a
- * buffer of exactly its own size (its header, cut too, is kept in a field), so the read buffer is
- * released at once; when the rest is large, the next read goes straight into that buffer ({@link
- * #nextReadBuffer}). A header is checked before anything is allocated from it: a length above
- * 2^14 + 2048 is refused.
+ * handed only whole records. The framing is {@link RecordFraming}'s: whole records are unwrapped
+ * out of the buffer the socket read into, into one pooled buffer per read, with no cumulation; a
+ * record a read cuts short keeps only its own bytes; a header is checked before anything is
+ * allocated from it (a length above 2^14 + 2048 is refused). OpenSSL's engine reads each record
+ * in place and writes direct plaintext; the JDK's AES-GCM works on arrays, so for it each record
+ * goes through a pooled heap copy and the plaintext is heap. A read's plaintext buffer is sized
+ * from its records' lengths less what the peer's last record added, so 16 KiB of plaintext takes
+ * a 16 KiB buffer.
  *
  * <p>Writes are queued until flush ({@link PendingWrites}) and sealed a record's worth at a time
  * (16 KiB; 16,367 bytes with the JDK's engine, which seals no more into a TLS 1.3 record): small
@@ -53,27 +43,9 @@ import javax.net.ssl.SSLException;
  * dropped. The peer's close_notify ends the input: this end answers it and closes. Records after
  * the handshake that the engine answers (key updates) are answered on the spot.
  */
-public final class TlsRecordStage implements RecordStage {
-  /**
-   * 4 KiB: a partial record missing at least this much is read into directly; a smaller rest is
-   * read with whatever follows it and copied.
-   */
-  static final int MIN_DIRECT_READ_BYTES = 4096;
+public final class TlsRecordStage extends RecordFraming implements RecordStage {
   /** Fresh reads hold about three full records. */
   static final int RECORDS_PER_READ = 3;
-
-  private enum State {
-    /** Between records: nothing held. */
-    IDLE,
-    /** Fewer than 5 header bytes of the next record received; they are in {@link #header}. */
-    HEADER,
-    /** The header is known; {@link #partial} holds the record's bytes so far. */
-    BODY,
-    /** The peer sent close_notify: later input is dropped. */
-    CLOSED,
-    /** A fatal error happened: later input is dropped. */
-    FAILED
-  }
 
   private final SSLEngine engine;
   /**
@@ -91,12 +63,6 @@ public final class TlsRecordStage implements RecordStage {
   private int recordOverhead;
   /** The plaintext the engine seals into one record: 16 KiB, or the JDK's 16,367 with TLS 1.3. */
   private int recordPlaintextBytes = TlsRecords.MAX_PLAINTEXT_BYTES;
-  /** The header bytes of the next record while in HEADER, big endian in the low bytes. */
-  private long header;
-  private byte headerBytes;
-  /** A record partly received, header included, sized to the whole record; only in BODY. */
-  private ByteBuf partial;
-  private State state = State.IDLE;
   /** Writes not yet sealed; made on the first write. */
   private PendingWrites queue;
   /** The engine asked for a whole packet buffer of room per wrap (the JDK's does). */
@@ -124,6 +90,7 @@ public final class TlsRecordStage implements RecordStage {
    * record carries more plaintext than counted.
    */
   TlsRecordStage(SSLEngine engine, ByteBuf early, int firstOverhead) {
+    super(TlsRecords.HEADER_BYTES);
     this.engine = engine;
     this.early = early;
     this.heapOutput = !(engine instanceof ReferenceCountedOpenSslEngine);
@@ -159,9 +126,39 @@ public final class TlsRecordStage implements RecordStage {
     return (bytes + spacing - 1) & -spacing;
   }
 
-  /** The most plaintext a record with this length field can carry (at least 1). */
-  private int plaintextBound(int length) {
-    return Math.max(1, length - recordOverhead);
+  /** The most plaintext a whole record can carry (at least 1): less what the last one added. */
+  @Override
+  protected int plaintextBound(int recordBytes) {
+    return Math.max(1, recordBytes - TlsRecords.HEADER_BYTES - recordOverhead);
+  }
+
+  @Override
+  protected int recordBytes(long header) {
+    return TlsRecords.HEADER_BYTES + TlsRecords.checkHeader((int) (header >>> 32) & 0xff,
+        (int) (header >>> 24) & 0xff, (int) (header >>> 16) & 0xff, (int) header & 0xffff);
+  }
+
+  /**
+   * Headroom only where it stays in the pool's size class: 16 KiB of plaintext and 9 bytes would
+   * take a 20 KiB buffer (the slicer then puts a cut frame's header in front itself).
+   *
+   * @return owned by the caller: pooled heap for the JDK's engine, else pooled direct
+   */
+  @Override
+  protected ByteBuf allocateOutput(ChannelHandlerContext ctx, int headroom, int plaintextBytes) {
+    int front = sizeClass(headroom + plaintextBytes) == sizeClass(plaintextBytes) ? headroom : 0;
+    return allocate(ctx, front + plaintextBytes).writerIndex(front).readerIndex(front);
+  }
+
+  @Override
+  protected RuntimeException truncated(String what) {
+    return TlsRecords.refused("the connection closed after " + what + " (TLS)");
+  }
+
+  /** About three full records, plus the rest of a cut one. */
+  @Override
+  protected int freshReadBytes() {
+    return RECORDS_PER_READ * (TlsRecords.HEADER_BYTES + TlsRecords.MAX_PLAINTEXT_BYTES + 22);
   }
 
   /** @return owned by the caller: a pooled buffer for the engine's output */
@@ -184,149 +181,26 @@ public final class TlsRecordStage implements RecordStage {
   @Override
   public void open(ChannelHandlerContext ctx, ByteBuf in, int headroom,
       BiConsumer<ChannelHandlerContext, ByteBuf> out) {
-    if (state == State.FAILED || state == State.CLOSED) {
+    if (stopped()) {
       in.skipBytes(in.readableBytes());
       return;
     }
     if (early != null) {
       handOnEarly(ctx, headroom, out);
     }
-    ByteBuf plaintext;
-    try {
-      plaintext = decode(ctx, in, headroom, out);
-    } catch (RuntimeException e) {
-      state = State.FAILED;
-      releasePartial();
-      throw e;
-    }
-    if (plaintext != null) {
-      out.accept(ctx, plaintext);
-    }
+    openRecords(ctx, in, headroom, out);
     answerEngine(ctx);
   }
 
   /**
-   * Unwraps what {@code msg} completes; on a fatal error hands on the plaintext so far and throws.
-   *
-   * @param msg borrowed
-   * @return plaintext the caller hands on (owned by it), or null
-   */
-  private ByteBuf decode(ChannelHandlerContext ctx, ByteBuf msg, int headroom,
-      BiConsumer<ChannelHandlerContext, ByteBuf> handOn) {
-    boolean direct = msg == partial;
-    ByteBuf in = direct ? Unpooled.EMPTY_BUFFER : msg;
-    if (state == State.HEADER) {
-      fillHeader(ctx, in);
-    }
-    if (state == State.BODY) {
-      if (!direct) {
-        int n = Math.min(partial.writableBytes(), in.readableBytes());
-        partial.writeBytes(in, n);
-        Metric.RECORD_BYTES_COPIED.add(n);
-      }
-      if (partial.isWritable()) {
-        return null;
-      }
-    }
-    // Size the output from the headers of the records this read completes (a record's plaintext
-    // is shorter than the record). A bad header stops the scan; the records before it go first.
-    int plaintextBytes =
-        state == State.BODY ? plaintextBound(partial.readableBytes() - TlsRecords.HEADER_BYTES) : 0;
-    int index = in.readerIndex();
-    int end = in.writerIndex();
-    StatusRuntimeException headerError = null;
-    while (end - index >= TlsRecords.HEADER_BYTES) {
-      int length;
-      try {
-        length = TlsRecords.checkHeader(in.getUnsignedByte(index), in.getUnsignedByte(index + 1),
-            in.getUnsignedByte(index + 2), in.getUnsignedShort(index + 3));
-      } catch (StatusRuntimeException e) {
-        headerError = e;
-        break;
-      }
-      if (end - index < TlsRecords.HEADER_BYTES + length) {
-        break;
-      }
-      plaintextBytes += plaintextBound(length);
-      index += TlsRecords.HEADER_BYTES + length;
-    }
-    int wholeEnd = index;
-    // Headroom only where it stays in the pool's size class: 16 KiB of plaintext and 9 bytes
-    // would take a 20 KiB buffer (the slicer then puts a cut frame's header in front itself).
-    int front = sizeClass(headroom + plaintextBytes) == sizeClass(plaintextBytes) ? headroom : 0;
-    ByteBuf out = plaintextBytes == 0
-        ? Unpooled.EMPTY_BUFFER
-        : allocate(ctx, front + plaintextBytes).writerIndex(front).readerIndex(front);
-    try {
-      if (state == State.BODY) {
-        unwrap(partial, partial.readerIndex(), partial.readableBytes(), out);
-        partial.release();
-        partial = null;
-        if (state == State.BODY) {
-          state = State.IDLE;
-        }
-      }
-      while (in.readerIndex() < wholeEnd && state == State.IDLE) {
-        int start = in.readerIndex();
-        int recordBytes = TlsRecords.HEADER_BYTES + in.getUnsignedShort(start + 3);
-        unwrap(in, start, recordBytes, out);
-        in.readerIndex(start + recordBytes);
-      }
-      if (headerError != null && state == State.IDLE) {
-        throw headerError;
-      }
-    } catch (RuntimeException e) {
-      handOnIfReadable(ctx, out, handOn);
-      throw e;
-    }
-    if (state == State.CLOSED) {
-      in.skipBytes(in.readableBytes());
-    } else if (in.isReadable()) {
-      fillHeader(ctx, in);
-    }
-    if (!out.isReadable()) {
-      out.release();
-      return null;
-    }
-    return out;
-  }
-
-  /**
-   * Takes header bytes of the next record from {@code in}; once the header is complete, checks it
-   * and moves to BODY with a buffer of exactly the record's size.
-   *
-   * @param in borrowed: its reader index is advanced past the bytes taken
-   */
-  private void fillHeader(ChannelHandlerContext ctx, ByteBuf in) {
-    while (headerBytes < TlsRecords.HEADER_BYTES && in.isReadable()) {
-      header = header << 8 | in.readUnsignedByte();
-      headerBytes++;
-    }
-    if (headerBytes < TlsRecords.HEADER_BYTES) {
-      state = State.HEADER;
-      return;
-    }
-    long bytes = header;
-    header = 0;
-    headerBytes = 0;
-    int length = TlsRecords.checkHeader((int) (bytes >>> 32) & 0xff, (int) (bytes >>> 24) & 0xff,
-        (int) (bytes >>> 16) & 0xff, (int) bytes & 0xffff);
-    partial = ctx.alloc().directBuffer(TlsRecords.HEADER_BYTES + length);
-    partial.writeByte((int) (bytes >>> 32)).writeInt((int) bytes);
-    state = State.BODY;
-    int n = Math.min(partial.writableBytes(), in.readableBytes());
-    partial.writeBytes(in, n);
-    Metric.RECORD_BYTES_COPIED.add(TlsRecords.HEADER_BYTES + n);
-  }
-
-  /**
-   * Unwraps one whole record into {@code out}.
+   * Unwraps one whole record into {@code out}; after the peer's close_notify, ends the input.
    *
    * @param record borrowed: indexes are not moved
    * @param out borrowed: its writer index is advanced by the plaintext length; it has room for
    *     the record's {@link #plaintextBound}, and grows if the engine produces more
    */
-  private void unwrap(ByteBuf record, int start, int recordBytes, ByteBuf out) {
+  @Override
+  protected void openRecord(ByteBuf record, int start, int recordBytes, ByteBuf out) {
     // The JDK's AES-GCM copies a direct record through temporary arrays: a pooled heap copy is
     // the same copy without the garbage.
     ByteBuf copy = heapOutput && !record.hasArray() ? heapCopy(record, start, recordBytes) : null;
@@ -365,7 +239,7 @@ public final class TlsRecordStage implements RecordStage {
         }
         break;
       case CLOSED:
-        state = State.CLOSED;
+        endInput();
         break;
       default:
         throw TlsRecords.refused("the TLS engine could not unwrap a whole " + recordBytes
@@ -395,7 +269,7 @@ public final class TlsRecordStage implements RecordStage {
         throw TlsRecords.refused("TLS: could not answer the peer: " + e.getMessage(), e);
       }
     }
-    if (state == State.CLOSED) {
+    if (inputEnded()) {
       ctx.close();
     }
   }
@@ -412,58 +286,6 @@ public final class TlsRecordStage implements RecordStage {
       first = copy;
     }
     out.accept(ctx, first);
-  }
-
-  /** @param out owned: handed on when readable, else released */
-  private static void handOnIfReadable(
-      ChannelHandlerContext ctx, ByteBuf out, BiConsumer<ChannelHandlerContext, ByteBuf> handOn) {
-    if (out.isReadable()) {
-      handOn.accept(ctx, out);
-    } else {
-      out.release();
-    }
-  }
-
-  @Override
-  public void endOfInput() {
-    if (state != State.HEADER && state != State.BODY) {
-      return;
-    }
-    String what = state == State.HEADER
-        ? headerBytes + " bytes of a TLS record header"
-        : partial.readableBytes() + " of " + partial.capacity() + " bytes of a TLS record";
-    state = State.FAILED;
-    releasePartial();
-    throw TlsRecords.refused("the connection closed after " + what);
-  }
-
-  /**
-   * While a record is cut short by a read, the next read goes straight into its buffer.
-   *
-   * @return owned by the read loop (retained for it): the partial record, to read into at its
-   *     writer index; null for a fresh read buffer
-   */
-  @Override
-  public ByteBuf nextReadBuffer() {
-    if (state != State.BODY || partial.writableBytes() < MIN_DIRECT_READ_BYTES) {
-      return null;
-    }
-    return partial.retain();
-  }
-
-  /** Fresh reads hold about three full records, plus the rest of a cut one. */
-  @Override
-  public int nextReadBytes() {
-    int records = RECORDS_PER_READ * (TlsRecords.HEADER_BYTES + TlsRecords.MAX_PLAINTEXT_BYTES + 22);
-    switch (state) {
-      case IDLE:
-      case HEADER:
-        return records;
-      case BODY:
-        return partial.writableBytes() + records;
-      default:
-        return 0;
-    }
   }
 
   /**
@@ -644,7 +466,7 @@ public final class TlsRecordStage implements RecordStage {
   @Override
   public void close(ChannelHandlerContext ctx) {
     failQueued();
-    if (failure != null || released || state == State.FAILED || engine.isOutboundDone()
+    if (failure != null || released || stopped() || engine.isOutboundDone()
         || !ctx.channel().isActive()) {
       return;
     }
@@ -683,21 +505,13 @@ public final class TlsRecordStage implements RecordStage {
     }
   }
 
-  private void releasePartial() {
+  /** Releases the partial record and early plaintext not yet handed on. */
+  @Override
+  protected void releasePartial() {
     if (early != null) {
       early.release();
       early = null;
     }
-    header = 0;
-    headerBytes = 0;
-    if (partial != null) {
-      partial.release();
-      partial = null;
-    }
-  }
-
-  /** How many bytes this stage holds between reads: 0 when idle. */
-  int heldBytes() {
-    return partial == null ? 0 : partial.capacity();
+    super.releasePartial();
   }
 }

@@ -1,0 +1,343 @@
+package io.pinless.connection;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.ChannelHandlerContext;
+import io.pinless.PinlessMetrics.Metric;
+import java.util.function.BiConsumer;
+
+/**
+ * The receiving half every record layer here shares (ALTS's and TLS's): records cut out of the
+ * buffers the socket reads into, with no cumulation.
+ *
+ * <pre>
+ *   read buffer:  | record 1 | record 2 | head of record 3 |
+ *                      |          |            |
+ *                      v open     v open       v copied (its own bytes only) into a buffer
+ *   handed on:    | plain 1  | plain 2  |        sized from its header
+ *                 one pooled buffer per read
+ * </pre>
+ *
+ * <p>Whole records are opened straight out of the read buffer into one output buffer per read,
+ * sized from the headers of the records that read completes. A record a read cuts short is
+ * copied into a buffer of exactly its own size (before its header is complete, into a {@code
+ * long}), so the read buffer is released at once; when the rest is large ({@link
+ * #MIN_DIRECT_READ_BYTES} or more), the next read goes straight into that buffer ({@link
+ * #nextReadBuffer}). A header is checked before anything is allocated from it.
+ *
+ * <p>A subclass names the header's size and checks it, bounds and allocates the output, and opens
+ * one whole record. Headers are up to 8 bytes, read big endian into a {@code long}.
+ *
+ * <p>Errors: a bad header or a record that does not open is fatal: the plaintext of the records
+ * before it is handed on, the exception is rethrown, and later input is dropped. So is everything
+ * after the layer's end of input ({@link #endInput}, such as TLS's close_notify).
+ *
+ * <p>Memory: idle it holds no buffer; mid-record, one buffer of that record's size. Confined to
+ * the channel's event loop.
+ */
+public abstract class RecordFraming {
+  /**
+   * 4 KiB: a partial record missing at least this much is read into directly; a smaller rest is
+   * read with whatever follows it and copied.
+   */
+  public static final int MIN_DIRECT_READ_BYTES = 4096;
+
+  private enum State {
+    /** Between records: nothing held. */
+    IDLE,
+    /** Fewer header bytes of the next record than a header; they are in {@link #header}. */
+    HEADER,
+    /** The header is known; {@link #partial} holds the record's bytes so far. */
+    BODY,
+    /** The layer's input ended (TLS's close_notify): later input is dropped. */
+    ENDED,
+    /** A fatal error happened: later input is dropped. */
+    FAILED
+  }
+
+  private final int headerSize;
+  /** The header bytes of the next record while in HEADER, big endian in the low bytes. */
+  private long header;
+  /** How many bytes of {@link #header} are filled (a byte keeps the object small). */
+  private byte headerBytes;
+  /** A record partly received, header included, sized to the whole record; only in BODY. */
+  private ByteBuf partial;
+  private State state = State.IDLE;
+
+  /** @param headerSize the bytes of a record header, 1 to 8 */
+  protected RecordFraming(int headerSize) {
+    if (headerSize < 1 || headerSize > 8) {
+      throw new IllegalArgumentException("a header of 1 to 8 bytes: " + headerSize);
+    }
+    this.headerSize = headerSize;
+  }
+
+  /**
+   * Checks a header before anything is allocated from it.
+   *
+   * @param header its bytes, big endian in the low bytes
+   * @return the whole record's size, header included
+   * @throws RuntimeException the layer's own, naming what is wrong
+   */
+  protected abstract int recordBytes(long header);
+
+  /** The most plaintext a whole record of {@code recordBytes} can carry. */
+  protected abstract int plaintextBound(int recordBytes);
+
+  /**
+   * @return owned by the caller: a pooled buffer with room for {@code plaintextBytes} after its
+   *     writer index, and {@code headroom} free bytes before its reader index where it can
+   */
+  protected abstract ByteBuf allocateOutput(
+      ChannelHandlerContext ctx, int headroom, int plaintextBytes);
+
+  /**
+   * Opens one whole record.
+   *
+   * @param record borrowed: indexes are not moved
+   * @param out borrowed: its writer index is advanced by the plaintext length
+   * @throws RuntimeException the layer's own when the record does not open
+   */
+  protected abstract void openRecord(ByteBuf record, int start, int recordBytes, ByteBuf out);
+
+  /** The exception for input that ended in the middle of a record. */
+  protected abstract RuntimeException truncated(String what);
+
+  /** The size of a fresh read between records (a cut record's rest is added to it). */
+  protected abstract int freshReadBytes();
+
+  /**
+   * Opens every record {@code in} completes and hands their plaintext to {@code out}; after the
+   * end of input or a fatal error, drops {@code in}'s bytes.
+   *
+   * @param in borrowed: its reader index is advanced past everything consumed; it may be the
+   *     partial record itself, when the socket read straight into it
+   * @param out takes ownership of each plaintext buffer
+   * @throws RuntimeException the layer's own on a fatal error, after the plaintext before it
+   */
+  protected final void openRecords(ChannelHandlerContext ctx, ByteBuf in, int headroom,
+      BiConsumer<ChannelHandlerContext, ByteBuf> out) {
+    if (stopped()) {
+      in.skipBytes(in.readableBytes());
+      return;
+    }
+    ByteBuf plaintext;
+    try {
+      plaintext = decode(ctx, in, headroom, out);
+    } catch (RuntimeException e) {
+      state = State.FAILED;
+      releasePartial();
+      throw e;
+    }
+    if (plaintext != null) {
+      out.accept(ctx, plaintext);
+    }
+  }
+
+  /** True once input ended or failed: later input is dropped. */
+  protected final boolean stopped() {
+    return state == State.ENDED || state == State.FAILED;
+  }
+
+  /** True once {@link #endInput} was called. */
+  protected final boolean inputEnded() {
+    return state == State.ENDED;
+  }
+
+  /** Ends the input, from an {@link #openRecord} that opened the layer's last record. */
+  protected final void endInput() {
+    state = State.ENDED;
+  }
+
+  /**
+   * Opens what {@code msg} completes; on a fatal error hands on the plaintext so far and rethrows.
+   *
+   * @param msg borrowed
+   * @return plaintext the caller hands on (owned by it), or null
+   */
+  private ByteBuf decode(ChannelHandlerContext ctx, ByteBuf msg, int headroom,
+      BiConsumer<ChannelHandlerContext, ByteBuf> handOn) {
+    // A read that went straight into the partial record brought nothing else.
+    boolean direct = msg == partial;
+    ByteBuf in = direct ? Unpooled.EMPTY_BUFFER : msg;
+    if (state == State.HEADER) {
+      fillHeader(ctx, in);
+    }
+    if (state == State.BODY) {
+      if (!direct) {
+        int n = Math.min(partial.writableBytes(), in.readableBytes());
+        partial.writeBytes(in, n);
+        Metric.RECORD_BYTES_COPIED.add(n);
+      }
+      if (partial.isWritable()) {
+        return null;
+      }
+    }
+    // Size the output from the headers of the records this read completes. A bad header stops
+    // the scan: the records before it are opened and handed on before the error.
+    int plaintextBytes = state == State.BODY ? plaintextBound(partial.readableBytes()) : 0;
+    int index = in.readerIndex();
+    int end = in.writerIndex();
+    RuntimeException headerError = null;
+    while (end - index >= headerSize) {
+      int recordBytes;
+      try {
+        recordBytes = recordBytes(peekHeader(in, index));
+      } catch (RuntimeException e) {
+        headerError = e;
+        break;
+      }
+      if (end - index < recordBytes) {
+        break;
+      }
+      plaintextBytes += plaintextBound(recordBytes);
+      index += recordBytes;
+    }
+    int wholeEnd = index;
+    ByteBuf out = plaintextBytes == 0
+        ? Unpooled.EMPTY_BUFFER : allocateOutput(ctx, headroom, plaintextBytes);
+    try {
+      if (state == State.BODY) {
+        state = State.IDLE;
+        openRecord(partial, partial.readerIndex(), partial.readableBytes(), out);
+        partial.release();
+        partial = null;
+      }
+      while (in.readerIndex() < wholeEnd && state == State.IDLE) {
+        int start = in.readerIndex();
+        int recordBytes = recordBytes(peekHeader(in, start));
+        openRecord(in, start, recordBytes, out);
+        in.readerIndex(start + recordBytes);
+      }
+      if (headerError != null && state == State.IDLE) {
+        throw headerError;
+      }
+    } catch (RuntimeException e) {
+      handOnIfReadable(ctx, out, handOn);
+      throw e;
+    }
+    if (state == State.ENDED) {
+      in.skipBytes(in.readableBytes());
+    } else if (in.isReadable()) {
+      fillHeader(ctx, in);
+    }
+    if (!out.isReadable()) {
+      out.release();
+      return null;
+    }
+    return out;
+  }
+
+  private long peekHeader(ByteBuf in, int index) {
+    if (headerSize == 8) {
+      return in.getLong(index);
+    }
+    long bytes = 0;
+    for (int i = 0; i < headerSize; i++) {
+      bytes = bytes << 8 | in.getUnsignedByte(index + i);
+    }
+    return bytes;
+  }
+
+  /**
+   * Takes header bytes of the next record from {@code in}; once the header is complete, checks it
+   * and moves to BODY with a buffer of exactly the record's size.
+   *
+   * @param in borrowed: its reader index is advanced past the bytes taken
+   */
+  private void fillHeader(ChannelHandlerContext ctx, ByteBuf in) {
+    while (headerBytes < headerSize && in.isReadable()) {
+      header = header << 8 | in.readUnsignedByte();
+      headerBytes++;
+    }
+    if (headerBytes < headerSize) {
+      state = State.HEADER;
+      return;
+    }
+    long bytes = header;
+    header = 0;
+    headerBytes = 0;
+    int recordBytes = recordBytes(bytes);
+    partial = ctx.alloc().directBuffer(recordBytes);
+    for (int shift = 8 * (headerSize - 1); shift >= 0; shift -= 8) {
+      partial.writeByte((int) (bytes >>> shift));
+    }
+    state = State.BODY;
+    int n = Math.min(partial.writableBytes(), in.readableBytes());
+    partial.writeBytes(in, n);
+    Metric.RECORD_BYTES_COPIED.add(headerSize + n);
+  }
+
+  /** @param out owned: handed on when readable, else released */
+  private static void handOnIfReadable(
+      ChannelHandlerContext ctx, ByteBuf out, BiConsumer<ChannelHandlerContext, ByteBuf> handOn) {
+    if (out.isReadable()) {
+      handOn.accept(ctx, out);
+    } else {
+      out.release();
+    }
+  }
+
+  /**
+   * The peer closed.
+   *
+   * @throws RuntimeException the layer's {@link #truncated} if a record was partly received
+   */
+  public void endOfInput() {
+    if (state != State.HEADER && state != State.BODY) {
+      return;
+    }
+    String what = state == State.HEADER
+        ? headerBytes + " of " + headerSize + " bytes of a record header"
+        : partial.readableBytes() + " of " + partial.capacity() + " bytes of a record";
+    state = State.FAILED;
+    releasePartial();
+    throw truncated(what);
+  }
+
+  /**
+   * While a record is cut short by a read, the next read goes straight into its buffer, so the
+   * rest of the record is never copied.
+   *
+   * @return owned by the read loop (retained for it): the partial record, to read into at its
+   *     writer index; null for a fresh read buffer
+   */
+  public ByteBuf nextReadBuffer() {
+    if (state != State.BODY || partial.writableBytes() < MIN_DIRECT_READ_BYTES) {
+      return null;
+    }
+    return partial.retain();
+  }
+
+  /**
+   * Sizes fresh reads from the record stream, so that reads of a bulk stream of full records hold
+   * whole records: between records (or before a cut header is complete), {@link
+   * #freshReadBytes}; with a small rest of a cut record pending, that rest and as much behind it.
+   */
+  public int nextReadBytes() {
+    switch (state) {
+      case IDLE:
+      case HEADER:
+        return freshReadBytes();
+      case BODY:
+        return partial.writableBytes() + freshReadBytes();
+      default:
+        return 0;
+    }
+  }
+
+  /** Releases the partial record, if any. */
+  protected void releasePartial() {
+    header = 0;
+    headerBytes = 0;
+    if (partial != null) {
+      partial.release();
+      partial = null;
+    }
+  }
+
+  /** How many bytes are held between reads: 0 when idle. */
+  public int heldBytes() {
+    return partial == null ? 0 : partial.capacity();
+  }
+}
