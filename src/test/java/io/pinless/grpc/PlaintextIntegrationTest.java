@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.pinless.testing.FaultProxy;
 import io.grpc.CallOptions;
 import io.grpc.ClientCall;
 import io.grpc.ConnectivityState;
@@ -243,9 +244,42 @@ class PlaintextIntegrationTest {
     }
   }
 
+  /**
+   * A response cut into pieces of 1 to 7 bytes, each written alone, and a stall in the middle of
+   * it: every byte arrives, in order, once the stall ends.
+   */
+  @Test
+  void aResponseCutIntoTinyPiecesAndStalledArrivesWhole() throws Exception {
+    try (Loopback lb = start(Transport.NIO); FaultProxy proxy = new FaultProxy(lb.port())) {
+      ManagedChannel channel = lb.newChannel(
+          new InetSocketAddress("127.0.0.1", proxy.port()), channelCredentials());
+      try {
+        assertArrayEquals(message(5, 5),
+            ClientCalls.blockingUnaryCall(channel, TestService.UNARY, CallOptions.DEFAULT, message(5, 5)));
+        proxy.cutToClients(7);
+        proxy.stallAfter(50_000);
+        Iterator<byte[]> download = ClientCalls.blockingServerStreamingCall(channel,
+            TestService.SERVER_STREAM, CallOptions.DEFAULT, TestService.streamRequest(4, 100_000));
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        while (proxy.stalled() < 1 && System.nanoTime() < deadline) {
+          Thread.onSpinWait();
+        }
+        assertEquals(1, proxy.stalled(), "the proxy holds the rest after 50,000 bytes");
+        assertEquals(50_000, proxy.forwardedSinceStall());
+        proxy.resume();
+        for (int n = 0; n < 4; n++) {
+          assertArrayEquals(message(100_000, n), download.next(), "message " + n);
+        }
+        assertFalse(download.hasNext());
+      } finally {
+        channel.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+      }
+    }
+  }
+
   @Test
   void aPeersGracefulCloseThroughAProxyIsEndOfStreamAndTheNextCallReconnects() throws Exception {
-    try (Loopback lb = start(Transport.NIO); ClosingProxy proxy = new ClosingProxy(lb.port())) {
+    try (Loopback lb = start(Transport.NIO); FaultProxy proxy = new FaultProxy(lb.port())) {
       ManagedChannel channel =
           lb.newChannel(new java.net.InetSocketAddress("127.0.0.1", proxy.port()),
               channelCredentials());
@@ -351,7 +385,7 @@ class PlaintextIntegrationTest {
     assumeTrue(Settings.http2MaxFrameSize() > 16384, "pinless.http2.maxFrameSize is the default");
     try (Loopback lb = new Loopback(Transport.NIO, InsecureServerCredentials.create(),
             InsecureChannelCredentials.create());
-        ClosingProxy proxy = new ClosingProxy(lb.port(), true)) {
+        FaultProxy proxy = new FaultProxy(lb.port(), true)) {
       ManagedChannel channel =
           lb.newChannel(new InetSocketAddress("127.0.0.1", proxy.port()),
               pinless ? PinlessChannelCredentials.insecure() : InsecureChannelCredentials.create());
@@ -379,7 +413,7 @@ class PlaintextIntegrationTest {
     try (Loopback lb = new Loopback(Transport.NIO,
             pinless ? PinlessServerCredentials.insecure() : InsecureServerCredentials.create(),
             InsecureChannelCredentials.create());
-        ClosingProxy proxy = new ClosingProxy(lb.port(), true)) {
+        FaultProxy proxy = new FaultProxy(lb.port(), true)) {
       ManagedChannel channel =
           lb.newChannel(new InetSocketAddress("127.0.0.1", proxy.port()),
               InsecureChannelCredentials.create());

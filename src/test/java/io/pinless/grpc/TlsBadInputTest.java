@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.pinless.testing.FaultProxy;
 import io.grpc.CallOptions;
 import io.grpc.ChannelCredentials;
 import io.grpc.InsecureChannelCredentials;
@@ -265,7 +266,7 @@ class TlsBadInputTest {
       SslContext serverContext =
           TestCertificates.serverContext(engine, TestCertificates.SERVER, ClientAuth.NONE);
       Server server = server(PinlessServerCredentials.tls(serverContext));
-      try (ClosingProxy proxy = new ClosingProxy(server.getPort())) {
+      try (FaultProxy proxy = new FaultProxy(server.getPort())) {
         ManagedChannel channel = channel(proxy.port(),
             PinlessChannelCredentials.tls(TestCertificates.clientContext(engine, null)));
         int received = 0;

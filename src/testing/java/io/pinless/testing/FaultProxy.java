@@ -1,5 +1,6 @@
 package io.pinless.testing;
 
+import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
@@ -9,16 +10,24 @@ import java.net.Socket;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
- * A TCP proxy on loopback between clients and one server port, with faults a network or a slow
- * peer brings: the bytes towards the clients cut into small pieces, or held back after a budget
- * (a connection stalled mid-response). One thread per direction and connection, blocking I/O.
+ * A TCP proxy on loopback between clients and one server port, with faults a network or a peer
+ * brings: the bytes towards the clients cut into small pieces, held back after a budget (a
+ * connection stalled mid-response), or joined by bytes of its own (a forged record); every
+ * connection closed at once (a FIN to both ends, a peer going away gracefully). It can keep a
+ * copy of what each side sent, for tests that read the bytes on the wire. One thread per
+ * direction and connection, blocking I/O.
  */
 public final class FaultProxy implements AutoCloseable {
   private final ServerSocket listener;
   private final int targetPort;
   private final List<Link> links = new CopyOnWriteArrayList<>();
+  private final AtomicInteger accepted = new AtomicInteger();
+  /** Where the bytes each side sent are copied to; null when not kept. */
+  private final ByteArrayOutputStream fromClients;
+  private final ByteArrayOutputStream fromServers;
   /** Largest piece written towards a client at once (pieces are random, 1 to this). */
   private volatile int maxPiece = Integer.MAX_VALUE;
   private final Object stallLock = new Object();
@@ -30,7 +39,14 @@ public final class FaultProxy implements AutoCloseable {
 
   /** A proxy to {@code targetPort} on the loopback address, listening on a free port. */
   public FaultProxy(int targetPort) throws IOException {
+    this(targetPort, false);
+  }
+
+  /** As above; if {@code keep}, it keeps a copy of every byte each side sent. */
+  public FaultProxy(int targetPort, boolean keep) throws IOException {
     this.targetPort = targetPort;
+    this.fromClients = keep ? new ByteArrayOutputStream() : null;
+    this.fromServers = keep ? new ByteArrayOutputStream() : null;
     this.listener = new ServerSocket(0, 1024, InetAddress.getLoopbackAddress());
     Thread acceptor = new Thread(this::acceptLoop, "fault-proxy");
     acceptor.setDaemon(true);
@@ -96,7 +112,41 @@ public final class FaultProxy implements AutoCloseable {
 
   /** Connections accepted so far. */
   public int accepted() {
-    return links.size();
+    return accepted.get();
+  }
+
+  /** What the clients sent so far (one connection's worth in the tests that keep it). */
+  public byte[] fromClients() {
+    return copyOf(fromClients);
+  }
+
+  /** What the servers sent so far. */
+  public byte[] fromServers() {
+    return copyOf(fromServers);
+  }
+
+  private static byte[] copyOf(ByteArrayOutputStream kept) {
+    if (kept == null) {
+      throw new IllegalStateException("this proxy keeps no copy: make it with keep = true");
+    }
+    synchronized (kept) {
+      return kept.toByteArray();
+    }
+  }
+
+  /** Sends {@code bytes} to every client between two pieces the servers sent. */
+  public void injectToClients(byte[] bytes) throws IOException {
+    for (Link link : links) {
+      link.writeToClient(bytes, 0, bytes.length);
+    }
+  }
+
+  /** Closes every proxied connection, both ends: a FIN to each. */
+  public void closeAll() {
+    for (Link link : links) {
+      link.closeBoth();
+    }
+    links.clear();
   }
 
   private void acceptLoop() {
@@ -107,6 +157,7 @@ public final class FaultProxy implements AutoCloseable {
         client.setTcpNoDelay(true);
         server.setTcpNoDelay(true);
         Link link = new Link(client, server);
+        accepted.incrementAndGet();
         synchronized (stallLock) {
           link.budget = stallBudget;
           links.add(link);
@@ -143,6 +194,7 @@ public final class FaultProxy implements AutoCloseable {
         OutputStream out = server.getOutputStream();
         int n;
         while ((n = in.read(buf)) >= 0) {
+          keep(fromClients, buf, n);
           out.write(buf, 0, n);
         }
         server.shutdownOutput();
@@ -154,7 +206,6 @@ public final class FaultProxy implements AutoCloseable {
     void toClient() {
       byte[] buf = new byte[16384];
       try (InputStream in = server.getInputStream()) {
-        OutputStream out = client.getOutputStream();
         while (true) {
           int allowed = awaitBudget(buf.length);
           int n = in.read(buf, 0, allowed);
@@ -162,16 +213,32 @@ public final class FaultProxy implements AutoCloseable {
             break;
           }
           spend(n);
+          keep(fromServers, buf, n);
           for (int at = 0; at < n; ) {
             int piece = Math.min(n - at, maxPiece == Integer.MAX_VALUE
                 ? n : 1 + ThreadLocalRandom.current().nextInt(maxPiece));
-            out.write(buf, at, piece);
+            writeToClient(buf, at, piece);
             at += piece;
           }
         }
         client.shutdownOutput();
       } catch (IOException | InterruptedException e) {
         closeBoth();
+      }
+    }
+
+    /** Writes to the client; the proxy's own bytes and the server's never interleave mid-write. */
+    void writeToClient(byte[] bytes, int offset, int length) throws IOException {
+      synchronized (client) {
+        client.getOutputStream().write(bytes, offset, length);
+      }
+    }
+
+    private void keep(ByteArrayOutputStream copy, byte[] bytes, int n) {
+      if (copy != null) {
+        synchronized (copy) {
+          copy.write(bytes, 0, n);
+        }
       }
     }
 
