@@ -358,18 +358,18 @@ final class NettyNegotiators {
     protected void userEventTriggered0(ChannelHandlerContext ctx, Object evt) throws Exception {
       if (evt instanceof TlsHandshakeResult) {
         TlsHandshakeResult result = (TlsHandshakeResult) evt;
-        SSLSession session = result.session();
+        SSLSession handshake = result.session();
         ProtocolNegotiationEvent event = getProtocolNegotiationEvent();
         Attributes attrs =
             InternalProtocolNegotiationEvent.getAttributes(event).toBuilder()
                 .set(GrpcAttributes.ATTR_SECURITY_LEVEL, SecurityLevel.PRIVACY_AND_INTEGRITY)
-                .set(Grpc.TRANSPORT_ATTR_SSL_SESSION, session)
+                .set(Grpc.TRANSPORT_ATTR_SSL_SESSION, handshake)
                 .set(GrpcAttributes.ATTR_AUTHORITY_VERIFIER,
-                    authority -> TlsAuthority.check(session, authority))
+                    authority -> TlsAuthority.check(handshake, authority))
                 .build();
         event = InternalProtocolNegotiationEvent.withAttributes(event, attrs);
         event = InternalProtocolNegotiationEvent.withSecurity(event,
-            new InternalChannelz.Security(new InternalChannelz.Tls(session)));
+            new InternalChannelz.Security(new InternalChannelz.Tls(handshake)));
         replaceProtocolNegotiationEvent(event);
         install(ctx, result.takeRecordStage());
         return;
