@@ -1,9 +1,12 @@
 package io.pinless.alts;
 
+import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
 import io.netty.buffer.ByteBuf;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelPromise;
 import io.pinless.connection.RecordStage;
+import java.util.function.BiConsumer;
 
 /**
  * The ALTS record protocol as a {@link RecordStage}: records opened as {@link AltsRecordOpener}
@@ -31,6 +34,36 @@ public final class AltsRecordStage extends AltsRecordOpener implements RecordSta
       AltsRecordProtocol protocol, byte[] key, boolean isClient, int maxFrameSize, AesGcm aes) {
     super(protocol, key, isClient, maxFrameSize, aes);
     sealer = new AltsRecordSealer(protocol, key, isClient, maxFrameSize, aes);
+  }
+
+  /**
+   * As {@link AltsRecordOpener#open}, with a fatal error as gRPC reads one: a {@code
+   * StatusRuntimeException}, UNAVAILABLE with the reason, whose cause is the {@link
+   * AltsRecordException} (gRPC would report any other exception as UNKNOWN).
+   */
+  @Override
+  public void open(ChannelHandlerContext ctx, ByteBuf in, int headroom,
+      BiConsumer<ChannelHandlerContext, ByteBuf> plaintext) {
+    try {
+      super.open(ctx, in, headroom, plaintext);
+    } catch (AltsRecordException e) {
+      throw unavailable(e);
+    }
+  }
+
+  /** As {@link AltsRecordOpener#endOfInput}, the error as {@link #open} gives it. */
+  @Override
+  public void endOfInput() {
+    try {
+      super.endOfInput();
+    } catch (AltsRecordException e) {
+      throw unavailable(e);
+    }
+  }
+
+  private static StatusRuntimeException unavailable(AltsRecordException e) {
+    return Status.UNAVAILABLE.withDescription("ALTS: " + e.getMessage()).withCause(e)
+        .asRuntimeException();
   }
 
   /** @param plaintext owned: released once sealed, or on failure */

@@ -63,11 +63,16 @@ final class RecordChannels {
     }
 
     /** The single error, which must be an AltsRecordException. */
+    /** The one error, an AltsRecordException or (from a record stage) a status caused by one. */
     AltsRecordException onlyError() {
-      if (errors.size() != 1 || !(errors.get(0) instanceof AltsRecordException)) {
+      Throwable error = errors.size() == 1 ? errors.get(0) : null;
+      if (error instanceof io.grpc.StatusRuntimeException) {
+        error = error.getCause();
+      }
+      if (!(error instanceof AltsRecordException)) {
         throw new AssertionError("expected one AltsRecordException, got " + errors);
       }
-      return (AltsRecordException) errors.get(0);
+      return (AltsRecordException) error;
     }
   }
 

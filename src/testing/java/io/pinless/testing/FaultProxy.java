@@ -30,6 +30,8 @@ public final class FaultProxy implements AutoCloseable {
   private final ByteArrayOutputStream fromServers;
   /** Largest piece written towards a client at once (pieces are random, 1 to this). */
   private volatile int maxPiece = Integer.MAX_VALUE;
+  /** How long each piece towards a client waits before it is written, in milliseconds. */
+  private volatile long delayMillis;
   private final Object stallLock = new Object();
   /** Bytes each connection may still forward to its client after {@link #stallAfter}; -1 none. */
   private long stallBudget = -1;
@@ -64,6 +66,14 @@ public final class FaultProxy implements AutoCloseable {
       throw new IllegalArgumentException("pieces of at least 1 byte: " + bytes);
     }
     maxPiece = bytes;
+  }
+
+  /** Delays each piece towards a client by {@code millis} (0: none). */
+  public void delayToClients(long millis) {
+    if (millis < 0) {
+      throw new IllegalArgumentException("a delay of at least 0 ms: " + millis);
+    }
+    delayMillis = millis;
   }
 
   /**
@@ -138,6 +148,26 @@ public final class FaultProxy implements AutoCloseable {
   public void injectToClients(byte[] bytes) throws IOException {
     for (Link link : links) {
       link.writeToClient(bytes, 0, bytes.length);
+    }
+  }
+
+  /** Resets every proxied connection, both ends: an RST to each, as a crashed host or a NAT. */
+  public void resetAll() {
+    for (Link link : links) {
+      link.reset();
+    }
+    links.clear();
+  }
+
+  /**
+   * Ends the bytes towards every client with a FIN, leaving the other direction open: a peer
+   * that half-closes in the middle of what it was sending.
+   */
+  public void halfCloseToClients() throws IOException {
+    for (Link link : links) {
+      synchronized (link.client) {
+        link.client.shutdownOutput();
+      }
     }
   }
 
@@ -217,6 +247,9 @@ public final class FaultProxy implements AutoCloseable {
           for (int at = 0; at < n; ) {
             int piece = Math.min(n - at, maxPiece == Integer.MAX_VALUE
                 ? n : 1 + ThreadLocalRandom.current().nextInt(maxPiece));
+            if (delayMillis > 0) {
+              Thread.sleep(delayMillis);
+            }
             writeToClient(buf, at, piece);
             at += piece;
           }
@@ -264,10 +297,24 @@ public final class FaultProxy implements AutoCloseable {
       }
     }
 
-    void closeBoth() {
+    void reset() {
       try {
-        client.close();
-        server.close();
+        client.setSoLinger(true, 0);
+        server.setSoLinger(true, 0);
+      } catch (IOException ignored) {
+        // already closed: nothing to reset
+      }
+      closeBoth();
+    }
+
+    void closeBoth() {
+      closeQuietly(client);
+      closeQuietly(server);
+    }
+
+    private void closeQuietly(Socket socket) {
+      try {
+        socket.close();
       } catch (IOException ignored) {
         // already closed
       }
