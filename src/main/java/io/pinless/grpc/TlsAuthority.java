@@ -27,10 +27,10 @@ final class TlsAuthority {
 
   private TlsAuthority() {}
 
-  /** OK if the peer of {@code session} has a certificate valid for {@code authority}. */
-  static Status check(SSLSession session, String authority) {
+  /** OK if the peer of {@code tls} has a certificate valid for {@code authority}. */
+  static Status check(SSLSession tls, String authority) {
     try {
-      Certificate[] chain = session.getPeerCertificates();
+      Certificate[] chain = tls.getPeerCertificates();
       if (chain.length > 0 && chain[0] instanceof X509Certificate
           && allows((X509Certificate) chain[0], authority)) {
         return Status.OK;

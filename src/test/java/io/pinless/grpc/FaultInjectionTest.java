@@ -110,6 +110,16 @@ class FaultInjectionTest {
           message(1000, seed)));
     }
 
+    /** A download of 1 MiB the proxy holds after 50,000 bytes, on a connection in use. */
+    Iterator<byte[]> stalledDownload() {
+      callSucceeds(1);
+      proxy.stallAfter(50_000);
+      Iterator<byte[]> download = ClientCalls.blockingServerStreamingCall(channel,
+          TestService.SERVER_STREAM, CallOptions.DEFAULT, TestService.streamRequest(4, 256 << 10));
+      awaitStall();
+      return download;
+    }
+
     /** Waits until the proxy holds back the bytes of one connection. */
     void awaitStall() {
       long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
@@ -142,11 +152,7 @@ class FaultInjectionTest {
   void aResetInTheMiddleOfAResponseEndsTheCallAndTheNextReconnects(Security security)
       throws Exception {
     try (Setup s = new Setup(security)) {
-      s.callSucceeds(1);
-      s.proxy.stallAfter(50_000);
-      Iterator<byte[]> download = ClientCalls.blockingServerStreamingCall(s.channel,
-          TestService.SERVER_STREAM, CallOptions.DEFAULT, TestService.streamRequest(4, 256 << 10));
-      s.awaitStall();
+      Iterator<byte[]> download = s.stalledDownload();
       s.proxy.resetAll();
       s.proxy.resume(); // for the next connection
       assertUnavailable(assertThrows(StatusRuntimeException.class, () -> drain(download)));
@@ -160,11 +166,7 @@ class FaultInjectionTest {
   void aHalfCloseInTheMiddleOfAResponseEndsTheCallAndTheNextReconnects(Security security)
       throws Exception {
     try (Setup s = new Setup(security)) {
-      s.callSucceeds(1);
-      s.proxy.stallAfter(50_000);
-      Iterator<byte[]> download = ClientCalls.blockingServerStreamingCall(s.channel,
-          TestService.SERVER_STREAM, CallOptions.DEFAULT, TestService.streamRequest(4, 256 << 10));
-      s.awaitStall();
+      Iterator<byte[]> download = s.stalledDownload();
       s.proxy.halfCloseToClients();
       assertUnavailable(assertThrows(StatusRuntimeException.class, () -> drain(download)));
       s.proxy.resume();
