@@ -27,7 +27,8 @@ import java.util.concurrent.atomic.AtomicInteger;
  * {@code pinless compare}: what pinless saves, measured side by side on this machine. Starts the
  * local ALTS handshakers in this process, then runs each variant (pinless ALTS, stock grpc-alts,
  * stock plaintext grpc-netty, by default) in a JVM of its own through the same phases: the
- * download loop, many small unary calls, and idle connections. Prints one table and writes
+ * download loop, many small unary calls, and idle connections (whose server end runs in one more
+ * JVM, so that each process holds one end of each connection). Prints one table and writes
  * {@code report.json} and {@code report.png}.
  *
  * <pre>
@@ -82,10 +83,11 @@ public final class Compare {
     }
     System.setProperty("java.awt.headless", "true");
     Files.createDirectories(options.out);
-    out.printf(Locale.ROOT, "pinless compare: %s on %s; %d clients, %d idle connections, "
-            + "phases of %d ms after %d ms of warm-up; %d round(s); report in %s%n",
-        names(options.variants), options.transport.name, options.clients, options.idleConnections,
-        options.durationMillis, options.warmupMillis, options.rounds, options.out);
+    out.printf(Locale.ROOT, "pinless compare: %s on %s; phases %s; %d clients, %d idle "
+            + "connections, phases of %d ms after %d ms of warm-up; %d round(s); report in %s%n",
+        names(options.variants), options.transport.name, String.join(",", options.phases),
+        options.clients, options.idleConnections, options.durationMillis, options.warmupMillis,
+        options.rounds, options.out);
     JsonObject report = new JsonObject();
     report.addProperty("tool", "pinless compare");
     report.addProperty("generated", Instant.now().truncatedTo(ChronoUnit.SECONDS).toString());
@@ -149,7 +151,9 @@ public final class Compare {
     Thread reader = new Thread(() -> forward(process, variant, logFile, out, leaks, tail),
         "pinless-compare-" + variant.name);
     reader.start();
-    long limitMillis = 4 * (options.warmupMillis + options.durationMillis) + TimeUnit.MINUTES.toMillis(6);
+    // and 20 ms per idle connection: more than opening one over ALTS takes on two shared cores
+    long limitMillis = 4 * (options.warmupMillis + options.durationMillis)
+        + TimeUnit.MINUTES.toMillis(6) + 20L * options.idleConnections;
     boolean exited = process.waitFor(limitMillis, TimeUnit.MILLISECONDS);
     if (!exited) {
       process.destroyForcibly().waitFor();
@@ -241,6 +245,7 @@ public final class Compare {
     JsonObject j = new JsonObject();
     j.addProperty("quick", o.quick);
     j.addProperty("transport", o.transport.name);
+    j.addProperty("phases", String.join(",", o.phases));
     j.addProperty("clients", o.clients);
     j.addProperty("idleConnections", o.idleConnections);
     j.addProperty("objectBytes", o.objectBytes);

@@ -19,7 +19,9 @@ public final class Options {
       "                           OpenSSL's engine with netty-tcnative present, else the JDK's)",
       "  --transport t            nio, epoll or io_uring (io_uring with a provided-buffer ring; default nio)",
       "  --clients n              concurrent clients (connections) in the download and 1 KiB phases (default 4)",
-      "  --idle-connections n     connections opened and left idle in the idle phase (default 1000)",
+      "  --idle-connections n     connections opened and left idle in the idle phase (default 1000;",
+      "                           its server end runs in a JVM of its own)",
+      "  --phases p,q,...         which phases run: download, small, idle (default all three)",
       "  --object-size s          the object downloaded again and again (default 64MiB)",
       "  --message-size s         the messages it is streamed in (default 2MiB)",
       "  --small-size s           the request and the response of the small-message phase (default 1KiB)",
@@ -37,8 +39,12 @@ public final class Options {
   static final List<Variant> DEFAULT_VARIANTS =
       List.of(Variant.PINLESS_ALTS, Variant.STOCK_ALTS, Variant.STOCK_PLAINTEXT);
 
+  /** Every phase, in the order they run. */
+  static final List<String> PHASES = List.of("download", "small", "idle");
+
   boolean help;
   boolean quick;
+  List<String> phases = PHASES;
   List<Variant> variants = DEFAULT_VARIANTS;
   Transport transport = Transport.NIO;
   int clients = 4;
@@ -91,6 +97,7 @@ public final class Options {
         case "--transport":
         case "--clients":
         case "--idle-connections":
+        case "--phases":
         case "--object-size":
         case "--message-size":
         case "--small-size":
@@ -135,19 +142,21 @@ public final class Options {
   static final int RESERVED_DESCRIPTORS = 500;
 
   /**
-   * Refuses a run whose variant process would open more files than {@code limit}: client and
-   * server share that process, so each connection takes two descriptors. A limit of 0 or less is
-   * unknown and not checked.
+   * Refuses a run whose processes would open more files than {@code limit}. The idle phase's
+   * server end runs in a process of its own, so each process holds one end of each idle
+   * connection; the download and small phases hold both ends of each client's connection in the
+   * variant's process, and close them before the idle phase. A limit of 0 or less is unknown and
+   * not checked.
    */
   static void checkDescriptors(int idleConnections, int clients, long limit)
       throws UsageException {
-    long needed = 2L * (idleConnections + clients) + RESERVED_DESCRIPTORS;
+    long needed = Math.max(idleConnections, 2L * clients) + RESERVED_DESCRIPTORS;
     if (limit > 0 && needed > limit) {
       throw new UsageException(String.format(Locale.ROOT,
-          "--idle-connections %d needs about %d file descriptors in one process (both ends of each"
-              + " connection), above its open-files limit of %d: raise that limit (ulimit -n) or"
-              + " use at most %d idle connections",
-          idleConnections, needed, limit, (limit - RESERVED_DESCRIPTORS) / 2 - clients));
+          "--idle-connections %d needs about %d file descriptors in each of the client's and the"
+              + " server's process (one end of each connection), above the open-files limit of %d:"
+              + " raise that limit (ulimit -n) or use at most %d idle connections",
+          idleConnections, needed, limit, Math.max(0, limit - RESERVED_DESCRIPTORS)));
     }
   }
 
@@ -175,6 +184,17 @@ public final class Options {
           chosen.add(v);
         }
         variants = List.copyOf(chosen);
+        break;
+      case "--phases":
+        List<String> wanted = new ArrayList<>();
+        for (String name : value.split(",")) {
+          if (!PHASES.contains(name.trim())) {
+            throw new UsageException("unknown phase " + name.trim() + " (one of " + PHASES + ")");
+          }
+          wanted.add(name.trim());
+        }
+        // the phases run in their own order, whatever the order given
+        phases = PHASES.stream().filter(wanted::contains).toList();
         break;
       case "--transport":
         transport = Transport.byName(value);
@@ -279,6 +299,7 @@ public final class Options {
   /** The arguments a variant's own JVM gets for the phases. */
   List<String> childArgs() {
     return List.of(
+        "--phases", String.join(",", phases),
         "--transport", transport.name,
         "--clients", Integer.toString(clients),
         "--idle-connections", Integer.toString(idleConnections),

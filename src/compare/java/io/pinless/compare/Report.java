@@ -67,6 +67,8 @@ final class Report {
       new Metric("idle: bytes per connection", "idle.bytesPerConnection", false, 1, "%.0f"),
       new Metric("idle:   heap bytes per connection", "idle.heapBytesPerConnection", false, 1, "%.0f"),
       new Metric("idle:   pooled direct bytes per connection", "idle.pooledDirectPinnedBytesPerConnection", false, 1, "%.0f"),
+      new Metric("idle:   client end's process, per connection", "idle.clientBytesPerConnection", false, 1, "%.0f"),
+      new Metric("idle:   server end's process, per connection", "idle.serverBytesPerConnection", false, 1, "%.0f"),
       new Metric("idle: seconds to open all, one call each", "idle.openSeconds", false, 1, "%.1f"));
 
   private Report() {}

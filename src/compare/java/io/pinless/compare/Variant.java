@@ -101,6 +101,15 @@ enum Variant {
    * client's and the server's handshaker addresses (used by the ALTS variants).
    */
   Stack open(Transport transport, String[] handshakers) throws IOException {
+    return open(transport, handshakers, TestCertificates.SERVER);
+  }
+
+  /**
+   * The same, with the TLS variants' server presenting {@code serverIdentity} (which must chain
+   * to the CA this process's clients trust: a server end in another process gets the client's).
+   */
+  Stack open(Transport transport, String[] handshakers, TestCertificates.Identity serverIdentity)
+      throws IOException {
     switch (this) {
       case PINLESS_ALTS:
         return new NettyStack(transport,
@@ -114,12 +123,12 @@ enum Variant {
             InsecureServerCredentials.create(), InsecureChannelCredentials.create());
       case PINLESS_TLS:
         return new NettyStack(transport,
-            PinlessServerCredentials.tls(tlsContext(true)),
-            PinlessChannelCredentials.tls(tlsContext(false)));
+            PinlessServerCredentials.tls(serverTlsContext(serverIdentity)),
+            PinlessChannelCredentials.tls(clientTlsContext()));
       case STOCK_TLS:
         return new NettyStack(transport,
-            NettySslContextServerCredentials.create(tlsContext(true)),
-            NettySslContextChannelCredentials.create(tlsContext(false)));
+            NettySslContextServerCredentials.create(serverTlsContext(serverIdentity)),
+            NettySslContextChannelCredentials.create(clientTlsContext()));
       case STOCK_ALTS:
         return new ShadedStack(transport,
             AltsServerCredentials.newBuilder().enableUntrustedAltsForTesting()
@@ -131,11 +140,19 @@ enum Variant {
     }
   }
 
-  /** A context over the test certificates (the server's names 127.0.0.1 and localhost). */
-  private static SslContext tlsContext(boolean server) throws IOException {
-    return server
-        ? TestCertificates.serverContext(TLS_PROVIDER, TestCertificates.SERVER, ClientAuth.NONE)
-        : TestCertificates.clientContext(TLS_PROVIDER, null);
+  /** Whether this variant's connections are TLS. */
+  boolean tls() {
+    return this == PINLESS_TLS || this == STOCK_TLS;
+  }
+
+  /** A server context presenting {@code identity} (the test server's: 127.0.0.1 and localhost). */
+  private static SslContext serverTlsContext(TestCertificates.Identity identity) throws IOException {
+    return TestCertificates.serverContext(TLS_PROVIDER, identity, ClientAuth.NONE);
+  }
+
+  /** A client context trusting this process's test CA. */
+  private static SslContext clientTlsContext() throws IOException {
+    return TestCertificates.clientContext(TLS_PROVIDER, null);
   }
 
   /** A running server, the channels made to it, and the memory they pin. */
@@ -186,6 +203,8 @@ enum Variant {
      */
     boolean awaitNoServerConnections(long millis) throws InterruptedException;
 
+    /** The server's connections that became ready and have not terminated. */
+    int serverConnections();
 
     @Override
     void close() throws InterruptedException;
@@ -232,6 +251,12 @@ enum Variant {
       }
       return true;
     }
+
+    @Override
+    public int serverConnections() {
+      return serverConnections.get();
+    }
+
     private ScheduledExecutorService clientLoop;
     private ScheduledExecutorService serverLoop;
 

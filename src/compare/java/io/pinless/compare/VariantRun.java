@@ -13,13 +13,15 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.function.LongSupplier;
 
 /**
  * One variant's run, in a JVM of its own (so that pools and JIT state do not mix): the download
- * loop, the small-message phase and the idle phase, one after the other; the result goes to a
- * JSON file, progress to standard output.
+ * loop, the small-message phase and the idle phase (those {@code --phases} names), one after the
+ * other; the idle phase's server end runs in a JVM of its own ({@link IdleServer}). The result
+ * goes to a JSON file, progress to standard output.
  *
  * <pre>
  *   VariantRun --variant pinless-alts --handshakers host:port,host:port --result file [phase options]
@@ -65,7 +67,7 @@ public final class VariantRun {
         throw new IllegalArgumentException("unknown variant " + args[1]);
       }
       Options options = Options.parse(Arrays.copyOfRange(args, 6, args.length));
-      result = new VariantRun(variant, options, System.out).run(args[3].split(","));
+      result = new VariantRun(variant, options, System.out).run(args[3]);
     } catch (Throwable t) {
       t.printStackTrace();
       result = new JsonObject();
@@ -81,23 +83,31 @@ public final class VariantRun {
     System.exit(status);
   }
 
-  private JsonObject run(String[] handshakers) throws Exception {
+  private JsonObject run(String handshakers) throws Exception {
     JsonObject result = new JsonObject();
     result.addProperty("variant", variant.name);
-    try (Variant.Stack stack = variant.open(options.transport, handshakers)) {
+    try (Variant.Stack stack = variant.open(options.transport, handshakers.split(","))) {
       result.addProperty("transport", stack.transportUsed());
-      stack.start(Workload.service(options.messageBytes));
-      List<ManagedChannel> clients = new ArrayList<>();
-      for (int i = 0; i < options.clients; i++) {
-        clients.add(stack.newChannel());
+      if (options.phases.contains("download") || options.phases.contains("small")) {
+        stack.start(Workload.service(options.messageBytes));
+        List<ManagedChannel> clients = new ArrayList<>();
+        for (int i = 0; i < options.clients; i++) {
+          clients.add(stack.newChannel());
+        }
+        try {
+          if (options.phases.contains("download")) {
+            result.add("download", download(stack, clients));
+          }
+          if (options.phases.contains("small")) {
+            result.add("small", small(stack, clients));
+          }
+        } finally {
+          shutdown(clients);
+        }
       }
-      try {
-        result.add("download", download(stack, clients));
-        result.add("small", small(stack, clients));
-      } finally {
-        shutdown(clients);
+      if (options.phases.contains("idle")) {
+        result.add("idle", idle(stack, handshakers));
       }
-      result.add("idle", idle(stack));
     }
     result.addProperty("completed", true);
     return result;
@@ -177,53 +187,77 @@ public final class VariantRun {
     }
   }
 
-  /** Opens the idle connections, one call each, lets them settle, and measures what they hold. */
-  private JsonObject idle(Variant.Stack stack) throws Exception {
+  /**
+   * Opens the idle connections, one call each, to a server end in a JVM of its own, lets them
+   * settle, and measures what they hold: each process's growth (live heap after a full collection
+   * plus pooled direct bytes pinned), measured by the process itself, over its state before they
+   * opened.
+   */
+  private JsonObject idle(Variant.Stack stack, String handshakers) throws Exception {
     int n = options.idleConnections;
     // the server's ends of the closed clients may still hold buffers (a response being written
     // when the client went away): the baseline is taken once they are gone
     if (!stack.awaitNoServerConnections(10_000)) {
       throw new IllegalStateException("the server's ends of the closed clients did not close in 10 s");
     }
-    long heapBefore = MemoryMonitor.heapAfterFullCollection();
-    long pinnedBefore = stack.pinnedDirectBytes();
-    long buffersBefore = stack.activeDirectBuffers();
-    progress("idle: opening %d connections, one call each", n);
-    byte[] message = new byte[options.smallBytes];
     List<ManagedChannel> channels = new ArrayList<>(n);
-    long start = System.nanoTime();
-    try {
-      openWindowed(stack, n, message, channels);
-      double openSeconds = (System.nanoTime() - start) / 1e9;
-      progress("idle: %d connections made their call in %.1f s; letting them settle %d ms",
-          n, openSeconds, SETTLE_MILLIS);
-      Thread.sleep(SETTLE_MILLIS);
-      long heap = MemoryMonitor.heapAfterFullCollection() - heapBefore;
-      long pinned = stack.pinnedDirectBytes() - pinnedBefore;
-      long buffers = stack.activeDirectBuffers() - buffersBefore;
-      JsonObject o = new JsonObject();
-      o.addProperty("connections", n);
-      o.addProperty("openSeconds", round(openSeconds));
-      o.addProperty("bytesPerConnection", (heap + pinned) / n);
-      o.addProperty("heapBytesPerConnection", heap / n);
-      o.addProperty("pooledDirectPinnedBytesPerConnection", pinned / n);
-      o.addProperty("pooledDirectBuffersPerConnection", round4((double) buffers / n));
-      progress("idle: %d bytes per connection (heap %d, pooled direct %d)",
-          (heap + pinned) / n, heap / n, pinned / n);
-      return o;
-    } finally {
-      shutdown(channels);
+    try (IdleServer.Remote server = IdleServer.Remote.start(variant, handshakers, options, out)) {
+      try {
+        int port = server.port();
+        // both processes measure at once: each collection runs in its own process
+        CompletableFuture<IdleServer.Measurement> serverAsked = server.measure();
+        IdleServer.Measurement clientBefore = IdleServer.Measurement.of(stack);
+        IdleServer.Measurement serverBefore = IdleServer.Remote.answer(serverAsked, "measurement");
+        progress("idle: opening %d connections, one call each, to the server end in a JVM of its"
+            + " own (port %d)", n, port);
+        byte[] message = new byte[options.smallBytes];
+        long start = System.nanoTime();
+        openWindowed(stack, port, n, message, channels);
+        double openSeconds = (System.nanoTime() - start) / 1e9;
+        progress("idle: %d connections made their call in %.1f s; letting them settle %d ms",
+            n, openSeconds, SETTLE_MILLIS);
+        Thread.sleep(SETTLE_MILLIS);
+        serverAsked = server.measure();
+        IdleServer.Measurement client = IdleServer.Measurement.of(stack).minus(clientBefore);
+        IdleServer.Measurement serverEnd =
+            IdleServer.Remote.answer(serverAsked, "measurement").minus(serverBefore);
+        if (serverEnd.serverConnections() != n) {
+          throw new IllegalStateException("the server end has " + serverEnd.serverConnections()
+              + " connections, not " + n);
+        }
+        long heap = client.heapBytes() + serverEnd.heapBytes();
+        long pinned = client.pooledBytes() + serverEnd.pooledBytes();
+        long buffers = client.pooledBuffers() + serverEnd.pooledBuffers();
+        JsonObject o = new JsonObject();
+        o.addProperty("connections", n);
+        o.addProperty("openSeconds", round(openSeconds));
+        o.addProperty("bytesPerConnection", (heap + pinned) / n);
+        o.addProperty("heapBytesPerConnection", heap / n);
+        o.addProperty("pooledDirectPinnedBytesPerConnection", pinned / n);
+        o.addProperty("pooledDirectBuffersPerConnection", round4((double) buffers / n));
+        o.addProperty("clientBytesPerConnection", (client.heapBytes() + client.pooledBytes()) / n);
+        o.addProperty("clientHeapBytesPerConnection", client.heapBytes() / n);
+        o.addProperty("clientPooledDirectPinnedBytesPerConnection", client.pooledBytes() / n);
+        o.addProperty("serverBytesPerConnection", (serverEnd.heapBytes() + serverEnd.pooledBytes()) / n);
+        o.addProperty("serverHeapBytesPerConnection", serverEnd.heapBytes() / n);
+        o.addProperty("serverPooledDirectPinnedBytesPerConnection", serverEnd.pooledBytes() / n);
+        progress("idle: %d bytes per connection pair (heap %d, pooled direct %d): client end %d,"
+                + " server end %d", (heap + pinned) / n, heap / n, pinned / n,
+            (client.heapBytes() + client.pooledBytes()) / n,
+            (serverEnd.heapBytes() + serverEnd.pooledBytes()) / n);
+        return o;
+      } finally {
+        shutdown(channels);
+      }
     }
   }
 
   /**
-   * Opens {@code n} channels, each making one call, with at most {@value #OPEN_WINDOW} calls
-   * outstanding. The window keeps grpc-alts working with both ends in one JVM: its cap on
-   * concurrent handshakes (32) is one per process, shared by client and server, so more than 32
-   * connections handshaking at once in one process deadlock it (client ends hold every permit
-   * while waiting for server ends that wait for one).
+   * Opens {@code n} channels to {@code port}, each making one call, with at most {@value
+   * #OPEN_WINDOW} calls outstanding: connections come a window at a time, as from clients over
+   * time, and grpc-alts's handshakes in flight stay under its cap per process (32).
    */
-  private static void openWindowed(Variant.Stack stack, int n, byte[] message,
+  private static void openWindowed(Variant.Stack stack, int port, int n, byte[] message,
       List<ManagedChannel> channels) throws Exception {
     java.util.concurrent.Semaphore window = new java.util.concurrent.Semaphore(OPEN_WINDOW);
     java.util.concurrent.atomic.AtomicReference<Throwable> failure =
@@ -232,7 +266,7 @@ public final class VariantRun {
       if (!window.tryAcquire(2, TimeUnit.MINUTES)) {
         throw new IllegalStateException("no call of the idle phase completed in 2 minutes");
       }
-      ManagedChannel channel = stack.newChannel();
+      ManagedChannel channel = stack.newChannel(port);
       channels.add(channel);
       Workload.echo(channel, message).whenComplete((ignored, t) -> {
         if (t != null) {
@@ -355,9 +389,9 @@ public final class VariantRun {
   /**
    * Makes Netty's leak detectors (both Netty copies) report what was collected unreleased: after
    * a collection, each tracked allocation polls its detector's queue. {@link Compare} counts the
-   * reports in this JVM's output.
+   * reports in this JVM's output, which carries the idle server end's output too.
    */
-  private static void reportLeaks() throws InterruptedException {
+  static void reportLeaks() throws InterruptedException {
     for (int round = 0; round < 3; round++) {
       ReferenceQueue<Object> queue = new ReferenceQueue<>();
       WeakReference<Object> sentinel = new WeakReference<>(new Object(), queue);

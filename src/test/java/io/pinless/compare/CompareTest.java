@@ -96,6 +96,33 @@ class CompareTest {
     assertTrue(output.contains("[pinless-alts] idle:"), "progress is shown:\n" + output);
   }
 
+  @Test
+  void idleAloneMeasuresBothEndsEachInItsOwnProcess(@TempDir Path dir) throws Exception {
+    ByteArrayOutputStream shown = new ByteArrayOutputStream();
+    JsonObject report = Compare.run(new PrintStream(shown, true, StandardCharsets.UTF_8),
+        "--phases", "idle", "--variants", "pinless-plaintext,stock-tls", "--idle-connections", "30",
+        "--out", dir.toString());
+    String output = shown.toString(StandardCharsets.UTF_8);
+    assertEquals("idle", report.getAsJsonObject("options").get("phases").getAsString());
+    for (JsonElement e : report.getAsJsonArray("variants")) {
+      JsonObject v = e.getAsJsonObject();
+      String name = v.get("variant").getAsString();
+      assertTrue(v.get("completed").getAsBoolean(), name + " did not complete: " + v + "\n" + output);
+      assertEquals(0, v.get("leaks").getAsInt(), name + " leaked; see its log in " + dir);
+      assertFalse(v.has("download") || v.has("small"), name + " ran a phase not asked for");
+      assertEquals(30, (int) number(v, "idle.connections"), name);
+      double client = number(v, "idle.clientBytesPerConnection");
+      double server = number(v, "idle.serverBytesPerConnection");
+      // each end holds a connection's objects, measured in its own process
+      assertTrue(client > 1_000 && server > 1_000, name + ": client " + client + ", server " + server);
+      double total = number(v, "idle.bytesPerConnection");
+      assertTrue(total >= client + server && total <= client + server + 1, name + ": " + v);
+      assertEquals(number(v, "idle.heapBytesPerConnection")
+              + number(v, "idle.pooledDirectPinnedBytesPerConnection"), total, 1, name);
+    }
+    assertTrue(output.contains("to the server end in a JVM of its own"), output);
+  }
+
   private static double number(JsonObject o, String path) {
     JsonElement e = o;
     for (String key : path.split("\\.")) {
@@ -185,7 +212,7 @@ class CompareTest {
       {"--duration"}, {"--duration", "soon"}, {"--settle", "later"},
       {"--variants", "pinless-alts,mystery"},
       {"--object-size", "3MiB", "--message-size", "2MiB"}, {"--variants", "stock-alts,stock-alts"},
-      {"--rounds", "0"},
+      {"--rounds", "0"}, {"--phases", "idle,nap"}, {"--phases", ""},
     };
     for (String[] args : bad) {
       Options.UsageException e = assertThrows(Options.UsageException.class, () -> Options.parse(args),
@@ -196,16 +223,61 @@ class CompareTest {
 
   @Test
   void idleConnectionsBeyondTheOpenFilesLimitAreRefusedUpFrontNamingTheLimit() throws Exception {
+    // each process holds one end of each idle connection: 10,000 fit under 20,000 descriptors
+    Options.checkDescriptors(10_000, 4, 20_000);
+    Options.checkDescriptors(19_500, 4, 20_000);
     Options.UsageException e = assertThrows(Options.UsageException.class,
-        () -> Options.checkDescriptors(10_000, 4, 20_000));
+        () -> Options.checkDescriptors(19_501, 4, 20_000));
     assertTrue(e.getMessage().contains("open-files limit of 20000"), e.getMessage());
     assertTrue(e.getMessage().contains("ulimit -n"), e.getMessage());
-    assertTrue(e.getMessage().contains("at most 9746 idle connections"), e.getMessage());
-    Options.checkDescriptors(8_000, 4, 20_000);
-    Options.checkDescriptors(9_746, 4, 20_000);
-    assertThrows(Options.UsageException.class, () -> Options.checkDescriptors(9_747, 4, 20_000));
+    assertTrue(e.getMessage().contains("one end of each connection"), e.getMessage());
+    assertTrue(e.getMessage().contains("at most 19500 idle connections"), e.getMessage());
+    assertFalse(e.getMessage().contains("\n"), e.getMessage());
+    Options.checkDescriptors(9_000, 4, 10_000);
+    assertThrows(Options.UsageException.class, () -> Options.checkDescriptors(9_501, 4, 10_000));
+    // the download phase's clients hold both ends in one process
+    Options.checkDescriptors(1, 250, 1_000);
+    assertThrows(Options.UsageException.class, () -> Options.checkDescriptors(1, 251, 1_000));
     Options.checkDescriptors(1_000_000, 4, 0);
     assertTrue(Options.openFilesLimit() > 0, "the limit is known on this machine");
+  }
+
+  @Test
+  void phasesRunInTheirOwnOrderAndReachTheVariantsJvm() throws Exception {
+    assertEquals(List.of("download", "small", "idle"), Options.parse().phases);
+    assertEquals(List.of("download", "idle"), Options.parse("--phases", "idle, download").phases);
+    Options idle = Options.parse("--phases=idle");
+    assertEquals(List.of("idle"), idle.phases);
+    List<String> child = idle.childArgs();
+    assertEquals("idle", child.get(child.indexOf("--phases") + 1));
+    assertEquals(List.of("idle"), Options.parse(child.toArray(new String[0])).phases);
+  }
+
+  @Test
+  void theServerEndAnswersWithItsOwnConnectionsAndMemory() throws Exception {
+    Options options = Options.parse("--quick");
+    try (IdleServer.Remote server =
+            IdleServer.Remote.start(Variant.PINLESS_PLAINTEXT, "unused,unused", options, System.out);
+        Variant.Stack client = Variant.PINLESS_PLAINTEXT.open(Transport.NIO, new String[2])) {
+      int port = server.port();
+      IdleServer.Measurement before = IdleServer.Remote.answer(server.measure(), "measurement");
+      assertEquals(0, before.serverConnections());
+      List<io.grpc.ManagedChannel> channels = new ArrayList<>();
+      try {
+        for (int i = 0; i < 20; i++) {
+          io.grpc.ManagedChannel channel = client.newChannel(port);
+          channels.add(channel);
+          Workload.echo(channel, new byte[1024]).get(60, TimeUnit.SECONDS);
+        }
+        IdleServer.Measurement grown =
+            IdleServer.Remote.answer(server.measure(), "measurement").minus(before);
+        assertEquals(20, grown.serverConnections());
+        // this process's heap is not in it: the server end measures its own
+        assertTrue(grown.heapBytes() > 20 * 1_000L, "server end's heap growth " + grown);
+      } finally {
+        VariantRun.shutdown(channels);
+      }
+    }
   }
 
   @Test
