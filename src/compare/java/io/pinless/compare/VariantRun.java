@@ -88,6 +88,9 @@ public final class VariantRun {
     result.addProperty("variant", variant.name);
     try (Variant.Stack stack = variant.open(options.transport, handshakers.split(","))) {
       result.addProperty("transport", stack.transportUsed());
+      if (variant.tls()) {
+        result.addProperty("tlsEngine", Variant.TLS_PROVIDER.name());
+      }
       if (options.phases.contains("download") || options.phases.contains("small")) {
         stack.start(Workload.service(options.messageBytes));
         List<ManagedChannel> clients = new ArrayList<>();

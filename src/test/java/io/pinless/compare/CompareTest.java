@@ -110,6 +110,7 @@ class CompareTest {
       assertTrue(v.get("completed").getAsBoolean(), name + " did not complete: " + v + "\n" + output);
       assertEquals(0, v.get("leaks").getAsInt(), name + " leaked; see its log in " + dir);
       assertFalse(v.has("download") || v.has("small"), name + " ran a phase not asked for");
+      assertEquals(name.endsWith("-tls"), v.has("tlsEngine"), name + ": " + v);
       assertEquals(30, (int) number(v, "idle.connections"), name);
       double client = number(v, "idle.clientBytesPerConnection");
       double server = number(v, "idle.serverBytesPerConnection");
