@@ -20,10 +20,13 @@ import java.util.function.BiConsumer;
  *
  * <p>Whole records are opened straight out of the read buffer into one output buffer per read,
  * sized from the headers of the records that read completes. A record a read cuts short is
- * copied into a buffer of exactly its own size (before its header is complete, into a {@code
- * long}), so the read buffer is released at once; when the rest is large ({@link
+ * copied into a buffer of its own (before its header is complete, into a {@code long}), so the
+ * read buffer is released at once. That buffer takes the whole record's size once a quarter of
+ * the record has come ({@link #HEAD_RATIO}); before, only the head's, so a peer that stalls early
+ * in a large record pins little more than it sent. When the rest is large ({@link
  * #MIN_DIRECT_READ_BYTES} or more), the next read goes straight into that buffer ({@link
- * #nextReadBuffer}). A header is checked before anything is allocated from it.
+ * #nextReadBuffer}), grown to the record's size first. A header is checked before anything is
+ * allocated from it.
  *
  * <p>A subclass names the header's size and checks it, bounds and allocates the output, and opens
  * one whole record. Headers are up to 8 bytes, read big endian into a {@code long}.
@@ -32,7 +35,7 @@ import java.util.function.BiConsumer;
  * before it is handed on, the exception is rethrown, and later input is dropped. So is everything
  * after the layer's end of input ({@link #endInput}, such as TLS's close_notify).
  *
- * <p>Memory: idle it holds no buffer; mid-record, one buffer of that record's size. Confined to
+ * <p>Memory: idle it holds no buffer; mid-record, one buffer of at most that record's size. Confined to
  * the channel's event loop.
  */
 public abstract class RecordFraming {
@@ -41,6 +44,11 @@ public abstract class RecordFraming {
    * read with whatever follows it and copied.
    */
   public static final int MIN_DIRECT_READ_BYTES = 4096;
+  /**
+   * A cut record's buffer takes the whole record's size once at least 1/4 of it has come; before,
+   * the head's size, grown (one copy of the head) when more comes.
+   */
+  public static final int HEAD_RATIO = 4;
 
   private enum State {
     /** Between records: nothing held. */
@@ -60,8 +68,13 @@ public abstract class RecordFraming {
   private long header;
   /** How many bytes of {@link #header} are filled (a byte keeps the object small). */
   private byte headerBytes;
-  /** A record partly received, header included, sized to the whole record; only in BODY. */
+  /**
+   * A record partly received, header included, from index 0; only in BODY. Sized to the whole
+   * record, or to its head (see {@link #HEAD_RATIO}).
+   */
   private ByteBuf partial;
+  /** The whole size of the record in {@link #partial}. */
+  private int partialRecordBytes;
   private State state = State.IDLE;
 
   /** @param headerSize the bytes of a record header, 1 to 8 */
@@ -164,12 +177,13 @@ public abstract class RecordFraming {
       fillHeader(ctx, in);
     }
     if (state == State.BODY) {
-      if (!direct) {
-        int n = Math.min(partial.writableBytes(), in.readableBytes());
+      if (!direct && in.isReadable()) {
+        growPartial();
+        int n = Math.min(missing(), in.readableBytes());
         partial.writeBytes(in, n);
         Metric.RECORD_BYTES_COPIED.add(n);
       }
-      if (partial.isWritable()) {
+      if (missing() > 0) {
         return null;
       }
     }
@@ -258,12 +272,15 @@ public abstract class RecordFraming {
     header = 0;
     headerBytes = 0;
     int recordBytes = recordBytes(bytes);
-    partial = ctx.alloc().directBuffer(recordBytes);
+    int head = headerSize + Math.min(recordBytes - headerSize, in.readableBytes());
+    boolean whole = recordBytes <= MIN_DIRECT_READ_BYTES || (long) head * HEAD_RATIO >= recordBytes;
+    partial = ctx.alloc().directBuffer(whole ? recordBytes : head);
+    partialRecordBytes = recordBytes;
     for (int shift = 8 * (headerSize - 1); shift >= 0; shift -= 8) {
       partial.writeByte((int) (bytes >>> shift));
     }
     state = State.BODY;
-    int n = Math.min(partial.writableBytes(), in.readableBytes());
+    int n = Math.min(missing(), in.readableBytes());
     partial.writeBytes(in, n);
     Metric.RECORD_BYTES_COPIED.add(headerSize + n);
   }
@@ -289,7 +306,7 @@ public abstract class RecordFraming {
     }
     String what = state == State.HEADER
         ? headerBytes + " of " + headerSize + " bytes of a record header"
-        : partial.readableBytes() + " of " + partial.capacity() + " bytes of a record";
+        : partial.readableBytes() + " of " + partialRecordBytes + " bytes of a record";
     state = State.FAILED;
     releasePartial();
     throw truncated(what);
@@ -303,9 +320,10 @@ public abstract class RecordFraming {
    *     writer index; null for a fresh read buffer
    */
   public ByteBuf nextReadBuffer() {
-    if (state != State.BODY || partial.writableBytes() < MIN_DIRECT_READ_BYTES) {
+    if (state != State.BODY || missing() < MIN_DIRECT_READ_BYTES) {
       return null;
     }
+    growPartial();
     return partial.retain();
   }
 
@@ -320,9 +338,22 @@ public abstract class RecordFraming {
       case HEADER:
         return freshReadBytes();
       case BODY:
-        return partial.writableBytes() + freshReadBytes();
+        return missing() + freshReadBytes();
       default:
         return 0;
+    }
+  }
+
+  /** Bytes of the partial record still to come. */
+  private int missing() {
+    return partialRecordBytes - partial.writerIndex();
+  }
+
+  /** Gives the partial record a buffer of the whole record's size, copying its head if it must. */
+  private void growPartial() {
+    if (partial.capacity() < partialRecordBytes) {
+      partial.capacity(partialRecordBytes);
+      Metric.RECORD_BYTES_COPIED.add(partial.readableBytes());
     }
   }
 
@@ -334,6 +365,7 @@ public abstract class RecordFraming {
       partial.release();
       partial = null;
     }
+    partialRecordBytes = 0;
   }
 
   /** How many bytes are held between reads: 0 when idle. */

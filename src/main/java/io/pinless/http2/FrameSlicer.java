@@ -38,6 +38,10 @@ import io.pinless.read.ReadBudget;
  * bytes. Any other frame goes on once whole, as a composite of its parts (slices under the same
  * rule, copies otherwise).
  *
+ * <p>A read that filled less than 1/{@link #PIN_RATIO} of its buffer (the rest of a burst, a
+ * trickle, the last bytes before a peer stalls) has its DATA copied whatever the frames' sizes:
+ * sliced, it would pin more than four times what it carries.
+ *
  * <p>It reads only frame headers and never allocates from a length: copies grow in pieces of at
  * most {@link #COPY_PIECE_BYTES}. A frame longer than the connection's maximum frame size, and
  * everything after it, goes on as it arrives, so grpc-netty sees the header and gives its own
@@ -176,7 +180,9 @@ public final class FrameSlicer {
 
   /** @param in borrowed: its reader index is advanced past everything handed on or kept */
   private void sliceFrames(ChannelHandlerContext ctx, ByteBuf in) {
-    int pinBase = in.capacity();
+    // A read that filled less than 1/PIN_RATIO of its buffer pins no DATA: its bytes are copied.
+    int pinBase = (long) in.readableBytes() * PIN_RATIO < in.capacity()
+        ? Integer.MAX_VALUE : in.capacity();
     switch (state) {
       case HEADER:
         if (!completeHeader(ctx, in, pinBase)) {

@@ -28,9 +28,11 @@ import java.util.concurrent.TimeUnit;
  *
  * <p>How much: Netty's transports take a buffer only once the socket is readable (NIO and epoll
  * after readiness, io_uring with a provided-buffer ring when data arrives). Reads start at the
- * maximum, halve after two single-read batches in a row that each filled at most half a buffer
- * (down to {@link #MIN_READ_BYTES}), and go back to the maximum when a read fills its buffer. A
- * batch goes on for up to {@link #MAX_READS_PER_BATCH} reads while each read fills its buffer and
+ * maximum. A batch whose last read left its buffer short sizes the next read to what that read
+ * got, rounded up to the pool's size class (at least half the size before, at least {@link
+ * #MIN_READ_BYTES}): a peer that sends in bursts gets buffers its bursts fill, and a read that
+ * stalls mid-message pins little more than it holds. A read that fills its buffer goes back to
+ * the maximum at once. A batch goes on for up to {@link #MAX_READS_PER_BATCH} reads while each read fills its buffer and
  * no hold applies. A stage above may size reads itself ({@link ReadTarget}) and may ask for free
  * bytes before each fresh buffer's reader index ({@link #headroom}).
  *
@@ -100,8 +102,6 @@ public final class ReadPolicy
   private int lastBytes;
   /** Reads in the current batch. */
   private byte readsInBatch;
-  /** The last batch read at most half of {@link #size}: one more such batch halves it. */
-  private boolean shrinkNext;
 
   /**
    * A policy that holds reads while {@code budget} is exceeded and, if {@code
@@ -309,7 +309,6 @@ public final class ReadPolicy
     lastBytes = bytes;
     if (bytes > 0 && bytes == attemptedBytes) {
       size = maxReadBytes;
-      shrinkNext = false;
     }
   }
 
@@ -344,16 +343,24 @@ public final class ReadPolicy
         && mayRead();
   }
 
-  /** A single read of at most half the size counts towards halving it. */
+  /** A batch that ended on a short read sizes the next read to what it got. */
   @Override
   public void readComplete() {
-    if (readsInBatch == 1 && lastBytes >= 0 && lastBytes <= size / 2) {
-      if (shrinkNext) {
-        size = Math.max(MIN_READ_BYTES, size / 2);
-      }
-      shrinkNext = !shrinkNext;
-    } else {
-      shrinkNext = false;
+    if (lastBytes > 0 && lastBytes < attemptedBytes) {
+      int wanted = Math.max(size / 2, sizeClass(headroom + lastBytes));
+      size = Math.max(MIN_READ_BYTES, Math.min(size, wanted));
     }
+  }
+
+  /**
+   * The size a pooled buffer of {@code bytes} takes: Netty's pool has four size classes per
+   * doubling from 16 bytes on.
+   */
+  public static int sizeClass(int bytes) {
+    if (bytes <= 16) {
+      return 16;
+    }
+    int spacing = 1 << Math.max(4, 29 - Integer.numberOfLeadingZeros(bytes - 1));
+    return (bytes + spacing - 1) & -spacing;
   }
 }

@@ -10,6 +10,7 @@ import io.netty.util.ReferenceCounted;
 import io.netty.util.concurrent.FastThreadLocal;
 import io.pinless.connection.RecordFraming;
 import io.pinless.connection.RecordStage;
+import io.pinless.read.ReadPolicy;
 import java.nio.ByteBuffer;
 import java.nio.channels.ClosedChannelException;
 import java.util.function.BiConsumer;
@@ -114,18 +115,6 @@ public final class TlsRecordStage extends RecordFraming implements RecordStage {
   /** 64 bytes: more than any suite's overhead that {@link TlsRecords#minRecordOverhead} counts. */
   private static final int SPARE_BYTES = 64;
 
-  /**
-   * The size a pooled buffer of {@code bytes} takes: Netty's pool has four size classes per
-   * doubling from 16 bytes on.
-   */
-  static int sizeClass(int bytes) {
-    if (bytes <= 16) {
-      return 16;
-    }
-    int spacing = 1 << Math.max(4, 29 - Integer.numberOfLeadingZeros(bytes - 1));
-    return (bytes + spacing - 1) & -spacing;
-  }
-
   /** The most plaintext a whole record can carry (at least 1): less what the last one added. */
   @Override
   protected int plaintextBound(int recordBytes) {
@@ -146,7 +135,8 @@ public final class TlsRecordStage extends RecordFraming implements RecordStage {
    */
   @Override
   protected ByteBuf allocateOutput(ChannelHandlerContext ctx, int headroom, int plaintextBytes) {
-    int front = sizeClass(headroom + plaintextBytes) == sizeClass(plaintextBytes) ? headroom : 0;
+    int size = ReadPolicy.sizeClass(plaintextBytes);
+    int front = ReadPolicy.sizeClass(headroom + plaintextBytes) == size ? headroom : 0;
     return allocate(ctx, front + plaintextBytes).writerIndex(front).readerIndex(front);
   }
 

@@ -132,8 +132,10 @@ class AltsRecordDecoderTest {
     Run r = server();
     r.ch.writeInbound(read);
     assertEquals(0, read.refCnt(), "the read buffer is released, not pinned by a slice");
-    assertEquals(5000 + 24, r.decoder.heldBytes(), "held: exactly the partial record's frame");
-    r.ch.writeInbound(direct(first, firstFrame + 100, first.length - firstFrame - 100));
+    assertEquals(100, r.decoder.heldBytes(), "under a quarter of the record: only its head held");
+    r.ch.writeInbound(direct(first, firstFrame + 100, 2000));
+    assertEquals(5000 + 24, r.decoder.heldBytes(), "more of it: a buffer of the record's size");
+    r.ch.writeInbound(direct(first, firstFrame + 2100, first.length - firstFrame - 2100));
     assertEquals(0, r.decoder.heldBytes(), "idle: nothing held");
     assertArrayEquals(concat(pattern(1000, 1), pattern(5000, 2)), r.capture.bytes());
     r.ch.finishAndReleaseAll();
@@ -366,9 +368,10 @@ class AltsRecordDecoderTest {
     assertEquals(65536, fresh.writableBytes(), "a fresh read holds one frame of the largest size");
     fresh.writeBytes(stream, 0, 10000);
     ch.writeInbound(fresh);
-    assertEquals(stream.length, decoder.heldBytes(), "the cut record, in a buffer of its size");
+    assertEquals(10000, decoder.heldBytes(), "under a quarter of the record: its head alone");
 
     ByteBuf into = handle.allocate(ch.alloc());
+    assertEquals(stream.length, decoder.heldBytes(), "grown to the record's size for the read");
     assertEquals(stream.length - 10000, into.writableBytes(), "the read goes into the record");
     into.writeBytes(stream, 10000, 20000);
     ch.writeInbound(into);

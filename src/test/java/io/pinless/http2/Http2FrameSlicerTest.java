@@ -163,14 +163,14 @@ class Http2FrameSlicerTest {
   }
 
   @Test
-  void withHeadroomABulkFrameCutByTwo32KiBReadsIsTwoPlainSlicesAndNoCopy() {
+  void withHeadroomABulkFrameCutByTwo16KiBReadsIsTwoPlainSlicesAndNoCopy() {
     byte[] stream = Arrays.copyOfRange(clientStream(16384), 24, clientStream(16384).length);
     int dataStart =
         frames(stream, 0).stream().filter(f -> f.length() == 16384).findFirst().orElseThrow().offset();
     int cut = dataStart + 9 + 6000;
     Run r = new Run(false, true);
     for (int[] range : new int[][] {{0, cut}, {cut, stream.length}}) {
-      ByteBuf read = PooledByteBufAllocator.DEFAULT.directBuffer(32768);
+      ByteBuf read = PooledByteBufAllocator.DEFAULT.directBuffer(16384);
       read.writerIndex(FrameSlicer.HEADROOM_BYTES).readerIndex(FrameSlicer.HEADROOM_BYTES);
       read.writeBytes(stream, range[0], range[1] - range[0]);
       int before = r.keep.handedOn.size();
@@ -240,12 +240,43 @@ class Http2FrameSlicerTest {
   }
 
   @Test
+  void aReadThatFillsUnderAQuarterOfItsBufferHasItsDataCopiedAndItsBufferReleased() {
+    byte[] stream = Arrays.copyOfRange(clientStream(16384), 24, clientStream(16384).length);
+    int cut = stream.length - 6000;
+    Run r = new Run(false, true);
+    ByteBuf full = PooledByteBufAllocator.DEFAULT.directBuffer(32768);
+    full.writerIndex(FrameSlicer.HEADROOM_BYTES).readerIndex(FrameSlicer.HEADROOM_BYTES);
+    full.writeBytes(stream, 0, cut);
+    r.ch.writeInbound(full);
+    assertEquals(0, r.copiedDataBytes(), "a third of its buffer: the DATA piece is sliced");
+    ByteBuf sparse = PooledByteBufAllocator.DEFAULT.directBuffer(49152);
+    sparse.writerIndex(FrameSlicer.HEADROOM_BYTES).readerIndex(FrameSlicer.HEADROOM_BYTES);
+    sparse.writeBytes(stream, cut, 6000);
+    r.ch.writeInbound(sparse);
+    assertEquals(0, sparse.refCnt(), "nothing handed on pins the nearly empty buffer");
+    // Every DATA byte of the read, and a header for the cut frame's last piece.
+    int dataInRead = 0;
+    for (Http2Recording.Frame f : frames(stream, 0)) {
+      int from = Math.max(cut, f.offset());
+      int to = f.offset() + 9 + f.length();
+      if (f.type() == 0 && to > from) {
+        dataInRead += to - from;
+      }
+    }
+    assertEquals(9 + dataInRead, r.copiedDataBytes());
+    r.assertWholeUnits(false);
+    assertEquals(meaning(stream, 0), meaning(r.keep.concatenated(), 0));
+    r.finish();
+  }
+
+  @Test
   void withHeadroomButABufferWithoutItThePayloadIsStillSliced() {
     byte[] stream = Arrays.copyOfRange(clientStream(16384), 24, clientStream(16384).length);
     int cut = stream.length - 8000;
     Run r = new Run(false, true);
     for (int[] range : new int[][] {{0, cut}, {cut, stream.length}}) {
-      ByteBuf read = PooledByteBufAllocator.DEFAULT.directBuffer(32768); // as from an io_uring ring
+      // As from an io_uring ring; each read fills at least a quarter of it.
+      ByteBuf read = PooledByteBufAllocator.DEFAULT.directBuffer(24576);
       read.writeBytes(stream, range[0], range[1] - range[0]);
       r.ch.writeInbound(read);
     }
@@ -315,12 +346,14 @@ class Http2FrameSlicerTest {
   }
 
   @Test
-  void aBulkFrameCutNearTheEndOfA32KiBReadIsSlicedFromBothReadsButCopiedFromAHugeOne() {
+  void aBulkFrameCutNearTheEndOfAFullReadIsSlicedFromBothReadsButCopiedFromAHugeOne() {
     byte[] stream = Arrays.copyOfRange(clientStream(16384), 24, clientStream(16384).length);
     int dataStart =
         frames(stream, 0).stream().filter(f -> f.length() == 16384).findFirst().orElseThrow().offset();
     int cut = dataStart + 100; // only the header and 91 payload bytes in the first read
-    for (int capacity : new int[] {32768, 262144}) {
+    // A buffer the read fills half of, and one it fills a thousandth of.
+    int full = Integer.highestOneBit(cut) * 2;
+    for (int capacity : new int[] {full, 262144}) {
       Run r = new Run(false);
       ByteBuf first = PooledByteBufAllocator.DEFAULT.directBuffer(capacity);
       first.writeBytes(stream, 0, cut);
@@ -330,13 +363,13 @@ class Http2FrameSlicerTest {
       r.ch.writeInbound(second);
       assertArrayEquals(stream, r.keep.concatenated());
       r.assertWholeUnits(false);
-      if (capacity == 32768) {
-        // The whole frame is half of each buffer: sliced from both; only the empty END_STREAM
-        // DATA frame after it is copied.
+      if (capacity == full) {
+        // The frame is larger than the first buffer and half the second: sliced from both; only
+        // the empty END_STREAM DATA frame after it is copied.
         assertEquals(9, r.copiedDataBytes());
         assertEquals(9 + 16384, r.slicedDataBytes());
       } else {
-        // A 256 KiB buffer is 16 times the frame: its 100 bytes are copied, not pinned.
+        // A 256 KiB buffer is 16 times the frame and nearly empty: its 100 bytes are copied.
         assertEquals(100 + 9, r.copiedDataBytes());
         assertEquals(9 + 16384 - 100, r.slicedDataBytes());
       }

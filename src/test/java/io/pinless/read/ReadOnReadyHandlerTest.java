@@ -98,21 +98,17 @@ class ReadOnReadyHandlerTest {
   }
 
   @Test
-  void readsHalveAfterTwoShortBatchesAndGrowBackOnAFullRead() {
+  void aShortReadSizesTheNextToWhatItGotAndAFullReadGoesBackToTheMaximum() {
     Setup s = new Setup(false);
     ChannelConfig config = s.ch.config();
     RecvByteBufAllocator.Handle handle = config.getRecvByteBufAllocator().newHandle();
-    int max = io.pinless.read.ReadPolicy.MAX_READ_BYTES;
+    int max = ReadPolicy.MAX_READ_BYTES;
+    batch(handle, 38_000, config);
+    assertEquals(40 * 1024, handle.guess(), "the pool's size class of what came and the headroom");
+    batch(handle, 38_000, config);
+    assertEquals(40 * 1024, handle.guess(), "bursts of the same size keep their buffer size");
     batch(handle, 100, config);
-    assertEquals(max, handle.guess(), "one short batch is not a trickle yet");
-    batch(handle, max / 2 + 1, config);
-    assertEquals(max, handle.guess(), "a batch of more than half a buffer breaks the run");
-    batch(handle, 100, config);
-    batch(handle, 100, config);
-    assertEquals(max / 2, handle.guess(), "two short batches in a row halve the reads");
-    batch(handle, 100, config);
-    batch(handle, 100, config);
-    assertEquals(max / 4, handle.guess());
+    assertEquals(20 * 1024, handle.guess(), "a read shrinks at most by half per batch");
     for (int i = 0; i < 40; i++) {
       batch(handle, 1, config);
     }
