@@ -125,6 +125,30 @@ public final class FaultProxy implements AutoCloseable {
     return accepted.get();
   }
 
+  /** Connections still proxied: those with a direction still forwarding. */
+  public int open() {
+    return links.size();
+  }
+
+  /**
+   * Waits until no connection is proxied (every one has ended both ways).
+   *
+   * @return whether none is left, false when {@code millis} passed first
+   */
+  public boolean awaitNoConnections(long millis) throws InterruptedException {
+    long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(millis);
+    synchronized (links) {
+      while (!links.isEmpty()) {
+        long left = deadline - System.nanoTime();
+        if (left <= 0) {
+          return false;
+        }
+        java.util.concurrent.TimeUnit.NANOSECONDS.timedWait(links, left);
+      }
+      return true;
+    }
+  }
+
   /** What the clients sent so far (one connection's worth in the tests that keep it). */
   public byte[] fromClients() {
     return copyOf(fromClients);
@@ -156,17 +180,20 @@ public final class FaultProxy implements AutoCloseable {
     for (Link link : links) {
       link.reset();
     }
-    links.clear();
   }
 
   /**
    * Ends the bytes towards every client with a FIN, leaving the other direction open: a peer
    * that half-closes in the middle of what it was sending.
    */
-  public void halfCloseToClients() throws IOException {
+  public void halfCloseToClients() {
     for (Link link : links) {
       synchronized (link.client) {
-        link.client.shutdownOutput();
+        try {
+          link.client.shutdownOutput();
+        } catch (IOException ended) {
+          // this connection closed meanwhile: nothing to half-close
+        }
       }
     }
   }
@@ -176,7 +203,6 @@ public final class FaultProxy implements AutoCloseable {
     for (Link link : links) {
       link.closeBoth();
     }
-    links.clear();
   }
 
   private void acceptLoop() {
@@ -212,6 +238,8 @@ public final class FaultProxy implements AutoCloseable {
     final Socket server;
     /** Guarded by stallLock: bytes still to forward to the client, or -1 for no limit. */
     long budget;
+    /** Directions still forwarding; the link leaves the list when both have ended. */
+    private final AtomicInteger pumping = new AtomicInteger(2);
 
     Link(Socket client, Socket server) {
       this.client = client;
@@ -230,6 +258,8 @@ public final class FaultProxy implements AutoCloseable {
         server.shutdownOutput();
       } catch (IOException e) {
         closeBoth();
+      } finally {
+        ended();
       }
     }
 
@@ -257,6 +287,19 @@ public final class FaultProxy implements AutoCloseable {
         client.shutdownOutput();
       } catch (IOException | InterruptedException e) {
         closeBoth();
+      } finally {
+        ended();
+      }
+    }
+
+    /** One direction has ended; after both, the sockets are closed and the link is dropped. */
+    private void ended() {
+      if (pumping.decrementAndGet() == 0) {
+        closeBoth();
+        synchronized (links) {
+          links.remove(this);
+          links.notifyAll();
+        }
       }
     }
 
