@@ -83,8 +83,9 @@ import java.util.zip.CRC32;
  * and reads the heap in use and the bytes the dedicated pooled allocators (one for the servers,
  * one for the clients, no thread caches) hand out to live buffers. Quiescing makes samples
  * comparable: without it a sample reads whatever calls happen to be in flight, megabytes apart
- * from one sample to the next. The heap figure leaves out the pools' own heap chunks, which the
- * pools keep or free by their own rules and which are not live objects of any connection. The
+ * from one sample to the next. The heap figure is the live objects' bytes by the JVM's class
+ * histogram, less the pools' own heap chunks, which the pools keep or free by their own rules and
+ * which are not objects of any connection. The
  * pooled figure counts buffers, not the pages of small size classes a pool keeps empty for its
  * next buffers (printed apart, as "pages"). Memory is flat when the last sample (the end of the
  * run) is within 5% of the sample at a fifth of the run: minute 10 against minute 2 of a
@@ -191,7 +192,7 @@ public final class Soak {
    * A quiesced memory sample.
    *
    * @param atMillis since the churn started
-   * @param heapBytes heap in use after collection, the pools' heap chunks left out
+   * @param heapBytes live heap objects' bytes after collection, the pools' heap chunks left out
    * @param pooledBytes pooled bytes live buffers hold, servers and clients, at the pools' size
    *     classes
    * @param liveBuffers pooled buffers allocated and not released, servers and clients
@@ -1078,10 +1079,9 @@ public final class Soak {
         stalls.pause();
         try {
           LeakRecorder.collectAndDetect();
-          System.gc();
           long poolHeap = serverAlloc.metric().usedHeapMemory()
               + clientAlloc.metric().usedHeapMemory();
-          long heap = ManagementFactory.getMemoryMXBean().getHeapMemoryUsage().getUsed() - poolHeap;
+          long heap = liveHeapBytes() - poolHeap;
           long pooled = liveBytes(serverAlloc) + liveBytes(clientAlloc);
           long pages = activePages(serverAlloc) + activePages(clientAlloc);
           long pools = poolHeap + serverAlloc.metric().usedDirectMemory()
@@ -1171,6 +1171,29 @@ public final class Soak {
       }
     }
     return bytes;
+  }
+
+  /**
+   * The bytes of the heap's live objects: the total of the JVM's class histogram after a full
+   * collection ({@code jmap -histo:live}'s figure, taken in the process). The heap's occupancy
+   * would not do: G1 counts an object of a region or more (a pool's 4 MiB chunk) as the whole
+   * regions it spans, so one more chunk moves it by twice the chunk's size.
+   */
+  private static long liveHeapBytes() {
+    try {
+      String histogram = (String) ManagementFactory.getPlatformMBeanServer().invoke(
+          new javax.management.ObjectName("com.sun.management:type=DiagnosticCommand"),
+          "gcClassHistogram", new Object[] {new String[0]},
+          new String[] {String[].class.getName()});
+      java.util.regex.Matcher total =
+          java.util.regex.Pattern.compile("Total\\s+\\d+\\s+(\\d+)").matcher(histogram);
+      if (total.find()) {
+        return Long.parseLong(total.group(1));
+      }
+      throw new IllegalStateException("no total in the class histogram");
+    } catch (javax.management.JMException e) {
+      throw new IllegalStateException("no class histogram", e);
+    }
   }
 
   /** Pooled buffers allocated and not yet released, heap and direct. */
