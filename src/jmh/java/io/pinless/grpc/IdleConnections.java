@@ -4,11 +4,9 @@ import io.grpc.CallOptions;
 import io.grpc.ManagedChannel;
 import io.grpc.stub.ClientCalls;
 import io.grpc.stub.StreamObserver;
-import io.netty.buffer.PoolArenaMetric;
-import io.pinless.alts.handshake.LocalHandshakerMain;
-import io.netty.buffer.PoolChunkListMetric;
-import io.netty.buffer.PoolChunkMetric;
 import io.netty.buffer.PooledByteBufAllocator;
+import io.pinless.alts.handshake.LocalHandshakerMain;
+import io.pinless.testing.PoolBytes;
 import java.lang.management.ManagementFactory;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -157,8 +155,8 @@ public final class IdleConnections {
       // connections (pinless-tls on the JDK's engine uses heap buffers, the only heap arena user).
       alloc.heapBuffer(1).release();
       alloc.directBuffer(1).release();
-      long pooledBefore = activeBytes(alloc);
-      long buffersBefore = activeBuffers(alloc);
+      long pooledBefore = PoolBytes.pagesInUse(alloc);
+      long buffersBefore = PoolBytes.liveBuffers(alloc);
       int firstHalf = connections / 2;
       openIdle(loop, channels, firstHalf);
       Map<String, Long> heapBefore = liveHeapByClass();
@@ -177,8 +175,8 @@ public final class IdleConnections {
       long residentAfter = residentBytes();
       cost.outsideHeap = residentBefore < 0 || residentAfter < 0
           ? -1 : Math.round((residentAfter - residentBefore) * scale);
-      cost.pooled = activeBytes(alloc) - pooledBefore;
-      cost.buffers = activeBuffers(alloc) - buffersBefore;
+      cost.pooled = PoolBytes.pagesInUse(alloc) - pooledBefore;
+      cost.buffers = PoolBytes.liveBuffers(alloc) - buffersBefore;
       for (ManagedChannel channel : channels) {
         channel.shutdownNow();
       }
@@ -240,39 +238,6 @@ public final class IdleConnections {
       // not Linux
     }
     return -1;
-  }
-
-  /** Bytes of the pool's chunks in use (page granularity), heap and direct arenas. */
-  static long activeBytes(PooledByteBufAllocator alloc) {
-    long bytes = 0;
-    List<PoolArenaMetric> arenas = new ArrayList<>(alloc.metric().directArenas());
-    arenas.addAll(alloc.metric().heapArenas());
-    for (PoolArenaMetric arena : arenas) {
-      for (PoolChunkListMetric list : arena.chunkLists()) {
-        for (PoolChunkMetric chunk : list) {
-          bytes += chunk.chunkSize() - chunk.freeBytes();
-        }
-      }
-      bytes += arena.numActiveHugeAllocations() == 0 ? 0 : hugeBytes(arena);
-    }
-    return bytes;
-  }
-
-  /** Pooled buffers allocated and not yet released, heap and direct. */
-  static long activeBuffers(PooledByteBufAllocator alloc) {
-    long buffers = 0;
-    for (PoolArenaMetric arena : alloc.metric().directArenas()) {
-      buffers += arena.numActiveAllocations();
-    }
-    for (PoolArenaMetric arena : alloc.metric().heapArenas()) {
-      buffers += arena.numActiveAllocations();
-    }
-    return buffers;
-  }
-
-  /** Huge (unpooled) allocations are rare here; count them at the pool's chunk size each. */
-  private static long hugeBytes(PoolArenaMetric arena) {
-    return arena.numActiveHugeAllocations() * (8192L << 9);
   }
 
   /** Matches a class histogram's row: rank, instances, bytes, class name. */

@@ -4,6 +4,7 @@ import io.grpc.ManagedChannel;
 import io.netty.buffer.PooledByteBufAllocator;
 import io.pinless.alts.handshake.LocalHandshakerMain;
 import io.pinless.testing.FaultProxy;
+import io.pinless.testing.PoolBytes;
 import java.net.InetSocketAddress;
 import java.util.ArrayList;
 import java.util.List;
@@ -102,8 +103,8 @@ public final class StalledConnections {
         call.get(60, TimeUnit.SECONDS);
       }
       Thread.sleep(SETTLE_MILLIS);
-      long pooledBefore = IdleConnections.activeBytes(clientAlloc);
-      long buffersBefore = IdleConnections.activeBuffers(clientAlloc);
+      long pooledBefore = PoolBytes.pagesInUse(clientAlloc);
+      long buffersBefore = PoolBytes.liveBuffers(clientAlloc);
 
       proxy.stallAfter(received);
       List<CompletableFuture<Long>> calls = new ArrayList<>();
@@ -120,8 +121,8 @@ public final class StalledConnections {
       }
       awaitSteady(clientAlloc);
       Result result = new Result(proxy.forwardedSinceStall(),
-          IdleConnections.activeBytes(clientAlloc) - pooledBefore,
-          IdleConnections.activeBuffers(clientAlloc) - buffersBefore);
+          PoolBytes.pagesInUse(clientAlloc) - pooledBefore,
+          PoolBytes.liveBuffers(clientAlloc) - buffersBefore);
 
       proxy.resume();
       for (CompletableFuture<Long> call : calls) {
@@ -145,7 +146,7 @@ public final class StalledConnections {
     long last = -1;
     long steadySince = System.nanoTime();
     while (System.nanoTime() - steadySince < TimeUnit.SECONDS.toNanos(1)) {
-      long now = IdleConnections.activeBytes(alloc) + IdleConnections.activeBuffers(alloc);
+      long now = PoolBytes.pagesInUse(alloc) + PoolBytes.liveBuffers(alloc);
       if (now != last) {
         last = now;
         steadySince = System.nanoTime();

@@ -62,6 +62,13 @@ public final class FrameSlicer {
   public static final int HEADROOM_BYTES = 9;
   /** Copies of partial frames grow in pieces of at most this many bytes (16 KiB). */
   static final int COPY_PIECE_BYTES = 16384;
+  /**
+   * 4 KiB: pieces of a cut DATA frame smaller than this are gathered into one copy of up to this
+   * size before they go on, as the frame's own piece. gRPC keeps an object per piece, and copies
+   * runs of small ones into heap arrays: a peer that sends a frame a few bytes at a time would
+   * otherwise cost more than the bytes themselves.
+   */
+  public static final int GATHER_BYTES = 4096;
 
   static final int FRAME_HEADER_BYTES = 9;
   static final int CLIENT_PREFACE_BYTES = 24;
@@ -105,6 +112,11 @@ public final class FrameSlicer {
   private CompositeByteBuf whole;
   /** WHOLE: copied bytes not yet added to {@link #whole} (it grows by whole pieces). */
   private ByteBuf copyPiece;
+  /**
+   * PIECES: small pieces of the frame gathered after 9 bytes left for their header; null when
+   * none. It goes on before any larger piece, when full, and with the frame's last byte.
+   */
+  private ByteBuf gathered;
 
   // Within one call of slice() only.
   /** The read buffer once the budget tracks it; else null. */
@@ -169,13 +181,18 @@ public final class FrameSlicer {
       whole.release();
       whole = null;
     }
+    if (gathered != null) {
+      gathered.release();
+      gathered = null;
+    }
     state = State.FRAME;
   }
 
   /** Bytes held between reads: 0 when idle. */
   int heldBytes() {
     return headerBytes + (whole == null ? 0 : whole.readableBytes())
-        + (copyPiece == null ? 0 : copyPiece.readableBytes());
+        + (copyPiece == null ? 0 : copyPiece.readableBytes())
+        + (gathered == null ? 0 : gathered.readableBytes());
   }
 
   /** @param in borrowed: its reader index is advanced past everything handed on or kept */
@@ -318,6 +335,11 @@ public final class FrameSlicer {
     if (n == 0) {
       return;
     }
+    if (n < GATHER_BYTES && (gathered != null || n < left)) {
+      gather(ctx, in, n);
+      return;
+    }
+    handOnGathered(ctx);
     int flags = n == left ? dataFlags : dataFlags & ~FLAG_END_STREAM;
     int start = in.readerIndex() - FRAME_HEADER_BYTES;
     if (!mayPin(frameBytes, pinBase)) {
@@ -346,6 +368,48 @@ public final class FrameSlicer {
     if (left == 0) {
       state = State.FRAME;
     }
+  }
+
+  /**
+   * Copies the next {@code n} payload bytes of the DATA frame in progress into {@link #gathered},
+   * handing it on when it is full or holds the frame's last byte.
+   *
+   * @param in borrowed: its reader index is advanced by {@code n}
+   */
+  private void gather(ChannelHandlerContext ctx, ByteBuf in, int n) {
+    int remaining = n;
+    while (remaining > 0) {
+      if (gathered == null) {
+        gathered = newCopy(ctx, FRAME_HEADER_BYTES + Math.min(left, GATHER_BYTES));
+        gathered.writerIndex(FRAME_HEADER_BYTES);
+      }
+      int take = Math.min(remaining, gathered.writableBytes());
+      gathered.writeBytes(in, take);
+      remaining -= take;
+      left -= take;
+      if (!gathered.isWritable() || left == 0) {
+        handOnGathered(ctx);
+      }
+    }
+    if (left == 0) {
+      state = State.FRAME;
+    }
+  }
+
+  /** Hands on the gathered pieces, if any, as a DATA frame of their own. */
+  private void handOnGathered(ChannelHandlerContext ctx) {
+    if (gathered == null) {
+      return;
+    }
+    ByteBuf out = gathered;
+    gathered = null;
+    int flags = left == 0 ? dataFlags : dataFlags & ~FLAG_END_STREAM;
+    out.setMedium(0, out.readableBytes() - FRAME_HEADER_BYTES);
+    out.setByte(3, TYPE_DATA);
+    out.setByte(4, flags);
+    out.setInt(5, dataStreamId);
+    countData(false, out.readableBytes());
+    handOn(ctx, out);
   }
 
   /** @param to borrowed: a DATA frame header for {@code n} payload bytes is written to it */

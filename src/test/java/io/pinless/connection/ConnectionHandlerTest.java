@@ -179,7 +179,7 @@ class ConnectionHandlerTest {
     rest.writeBytes(stream, 20, stream.length - 20);
     ch.writeInbound(rest);
     byte[] got = tail.bytes();
-    assertEquals(9 + 9 + 2 + 9 + 2, got.length, "the DATA frame went on in two pieces, one header each");
+    assertEquals(9 + 9 + 4, got.length, "the DATA frame's two small pieces went on together");
     assertThrows(IllegalStateException.class, () -> connection.install(null, null));
     assertFalse(ch.finish());
     assertEquals(0, budget.retainedBytes());

@@ -4,9 +4,6 @@ import io.grpc.InsecureServerCredentials;
 import io.grpc.Server;
 import io.grpc.netty.NettyServerBuilder;
 import io.netty.bootstrap.Bootstrap;
-import io.netty.buffer.PoolArenaMetric;
-import io.netty.buffer.PoolChunkListMetric;
-import io.netty.buffer.PoolChunkMetric;
 import io.netty.buffer.PooledByteBufAllocator;
 import io.netty.buffer.UnpooledByteBufAllocator;
 import io.netty.channel.Channel;
@@ -21,6 +18,7 @@ import io.netty.handler.ssl.ClientAuth;
 import io.netty.handler.ssl.SslProvider;
 import io.pinless.alts.handshake.AltsHandshakeHandler;
 import io.pinless.testing.Handshakers;
+import io.pinless.testing.PoolBytes;
 import io.pinless.testing.RawHttp2Client;
 import io.pinless.testing.TestCertificates;
 import io.pinless.tls.TlsHandshakeHandler;
@@ -227,24 +225,9 @@ final class HostileFraming {
       System.gc();
       long heap = ManagementFactory.getMemoryMXBean().getHeapMemoryUsage().getUsed()
           - alloc.metric().usedHeapMemory();
-      least = Math.min(least, heap + activeBytes(alloc));
+      least = Math.min(least, heap + PoolBytes.liveBytes(alloc));
     }
     return least;
-  }
-
-  /** Bytes of the pool's chunks that live buffers take. */
-  private static long activeBytes(PooledByteBufAllocator alloc) {
-    long bytes = 0;
-    List<PoolArenaMetric> arenas = new ArrayList<>(alloc.metric().directArenas());
-    arenas.addAll(alloc.metric().heapArenas());
-    for (PoolArenaMetric arena : arenas) {
-      for (PoolChunkListMetric list : arena.chunkLists()) {
-        for (PoolChunkMetric chunk : list) {
-          bytes += chunk.chunkSize() - chunk.freeBytes();
-        }
-      }
-    }
-    return bytes;
   }
 
   /**

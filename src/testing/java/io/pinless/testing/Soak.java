@@ -17,9 +17,6 @@ import io.grpc.stub.ClientCalls;
 import io.grpc.stub.ServerCallStreamObserver;
 import io.grpc.stub.ServerCalls;
 import io.grpc.stub.StreamObserver;
-import io.netty.buffer.PoolArenaMetric;
-import io.netty.buffer.PoolChunkListMetric;
-import io.netty.buffer.PoolChunkMetric;
 import io.netty.buffer.PooledByteBufAllocator;
 import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
@@ -1061,7 +1058,7 @@ public final class Soak {
 
     /** Quiesces the churn, collects, reads memory, and lets the churn go on. */
     private Sample sample(long start) throws InterruptedException {
-      long busy = liveBytes(serverAlloc) + liveBytes(clientAlloc);
+      long busy = PoolBytes.liveBytes(serverAlloc) + PoolBytes.liveBytes(clientAlloc);
       quiet.writeLock().lockInterruptibly();
       try {
         long at = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
@@ -1082,12 +1079,12 @@ public final class Soak {
           long poolHeap = serverAlloc.metric().usedHeapMemory()
               + clientAlloc.metric().usedHeapMemory();
           long heap = liveHeapBytes() - poolHeap;
-          long pooled = liveBytes(serverAlloc) + liveBytes(clientAlloc);
-          long pages = activePages(serverAlloc) + activePages(clientAlloc);
+          long pooled = PoolBytes.liveBytes(serverAlloc) + PoolBytes.liveBytes(clientAlloc);
+          long pages = PoolBytes.pagesInUse(serverAlloc) + PoolBytes.pagesInUse(clientAlloc);
           long pools = poolHeap + serverAlloc.metric().usedDirectMemory()
               + clientAlloc.metric().usedDirectMemory();
           return new Sample(at, heap, pooled,
-              liveBuffers(serverAlloc) + liveBuffers(clientAlloc), pages, busy, pools);
+              PoolBytes.liveBuffers(serverAlloc) + PoolBytes.liveBuffers(clientAlloc), pages, busy, pools);
         } finally {
           stalls.resume();
         }
@@ -1137,43 +1134,6 @@ public final class Soak {
   }
 
   /**
-   * Bytes the pool hands out to live buffers, heap and direct, at its size classes: the pages in
-   * use less the free slots of the small size classes' pages.
-   */
-  static long liveBytes(PooledByteBufAllocator alloc) {
-    long bytes = activePages(alloc);
-    List<PoolArenaMetric> arenas = new ArrayList<>(alloc.metric().directArenas());
-    arenas.addAll(alloc.metric().heapArenas());
-    for (PoolArenaMetric arena : arenas) {
-      for (io.netty.buffer.PoolSubpageMetric page : arena.smallSubpages()) {
-        bytes -= (long) page.numAvailable() * page.elementSize();
-      }
-    }
-    return Math.max(0, bytes);
-  }
-
-  /** Bytes of the pool's pages in use (live buffers and kept small pages), heap and direct. */
-  static long activePages(PooledByteBufAllocator alloc) {
-    long bytes = 0;
-    List<PoolArenaMetric> arenas = new ArrayList<>(alloc.metric().directArenas());
-    arenas.addAll(alloc.metric().heapArenas());
-    for (PoolArenaMetric arena : arenas) {
-      long chunks = 0;
-      for (PoolChunkListMetric list : arena.chunkLists()) {
-        for (PoolChunkMetric chunk : list) {
-          chunks += chunk.chunkSize();
-          bytes += chunk.chunkSize() - chunk.freeBytes();
-        }
-      }
-      // Huge buffers live outside the chunks: the arena's active bytes are its chunks and them.
-      if (arena.numActiveHugeAllocations() > 0) {
-        bytes += Math.max(0, arena.numActiveBytes() - chunks);
-      }
-    }
-    return bytes;
-  }
-
-  /**
    * The bytes of the heap's live objects: the total of the JVM's class histogram after a full
    * collection ({@code jmap -histo:live}'s figure, taken in the process). The heap's occupancy
    * would not do: G1 counts an object of a region or more (a pool's 4 MiB chunk) as the whole
@@ -1194,18 +1154,6 @@ public final class Soak {
     } catch (javax.management.JMException e) {
       throw new IllegalStateException("no class histogram", e);
     }
-  }
-
-  /** Pooled buffers allocated and not yet released, heap and direct. */
-  static long liveBuffers(PooledByteBufAllocator alloc) {
-    long buffers = 0;
-    for (PoolArenaMetric arena : alloc.metric().directArenas()) {
-      buffers += arena.numActiveAllocations();
-    }
-    for (PoolArenaMetric arena : alloc.metric().heapArenas()) {
-      buffers += arena.numActiveAllocations();
-    }
-    return buffers;
   }
 
   private static void print(Result r, PrintStream out) {
