@@ -38,9 +38,9 @@ import io.pinless.read.ReadBudget;
  * bytes. Any other frame goes on once whole, as a composite of its parts (slices under the same
  * rule, copies otherwise).
  *
- * <p>A read that filled less than 1/{@link #PIN_RATIO} of its buffer (the rest of a burst, a
+ * <p>A read that filled less than 1/{@link #FILL_RATIO} of its buffer (the rest of a burst, a
  * trickle, the last bytes before a peer stalls) has its DATA copied whatever the frames' sizes:
- * sliced, it would pin more than four times what it carries.
+ * sliced, it would pin more than twice what it carries for as long as gRPC holds a piece.
  *
  * <p>It reads only frame headers and never allocates from a length: copies grow in pieces of at
  * most {@link #COPY_PIECE_BYTES}. A frame longer than the connection's maximum frame size, and
@@ -56,6 +56,8 @@ import io.pinless.read.ReadBudget;
 public final class FrameSlicer {
   /** A DATA frame is sliced only from read buffers at most this many times its own size. */
   public static final int PIN_RATIO = 4;
+  /** A read's DATA is sliced only from a buffer the read filled to at least 1/2. */
+  public static final int FILL_RATIO = 2;
   /** HTTP/2's default SETTINGS_MAX_FRAME_SIZE, which grpc-netty keeps. */
   public static final int DEFAULT_MAX_FRAME_SIZE = 16384;
   /** 9 bytes, a frame header: the room a cut DATA frame's next piece needs before its payload. */
@@ -197,8 +199,8 @@ public final class FrameSlicer {
 
   /** @param in borrowed: its reader index is advanced past everything handed on or kept */
   private void sliceFrames(ChannelHandlerContext ctx, ByteBuf in) {
-    // A read that filled less than 1/PIN_RATIO of its buffer pins no DATA: its bytes are copied.
-    int pinBase = (long) in.readableBytes() * PIN_RATIO < in.capacity()
+    // A read that filled less than 1/FILL_RATIO of its buffer pins no DATA: its bytes are copied.
+    int pinBase = (long) in.readableBytes() * FILL_RATIO < in.capacity()
         ? Integer.MAX_VALUE : in.capacity();
     switch (state) {
       case HEADER:

@@ -163,14 +163,14 @@ class Http2FrameSlicerTest {
   }
 
   @Test
-  void withHeadroomABulkFrameCutByTwo16KiBReadsIsTwoPlainSlicesAndNoCopy() {
+  void withHeadroomABulkFrameCutByTwoReadsIsTwoPlainSlicesAndNoCopy() {
     byte[] stream = Arrays.copyOfRange(clientStream(16384), 24, clientStream(16384).length);
     int dataStart =
         frames(stream, 0).stream().filter(f -> f.length() == 16384).findFirst().orElseThrow().offset();
     int cut = dataStart + 9 + 6000;
     Run r = new Run(false, true);
     for (int[] range : new int[][] {{0, cut}, {cut, stream.length}}) {
-      ByteBuf read = PooledByteBufAllocator.DEFAULT.directBuffer(16384);
+      ByteBuf read = PooledByteBufAllocator.DEFAULT.directBuffer(FrameSlicer.HEADROOM_BYTES + range[1] - range[0]);
       read.writerIndex(FrameSlicer.HEADROOM_BYTES).readerIndex(FrameSlicer.HEADROOM_BYTES);
       read.writeBytes(stream, range[0], range[1] - range[0]);
       int before = r.keep.handedOn.size();
@@ -240,15 +240,15 @@ class Http2FrameSlicerTest {
   }
 
   @Test
-  void aReadThatFillsUnderAQuarterOfItsBufferHasItsDataCopiedAndItsBufferReleased() {
+  void aReadThatFillsUnderHalfItsBufferHasItsDataCopiedAndItsBufferReleased() {
     byte[] stream = Arrays.copyOfRange(clientStream(16384), 24, clientStream(16384).length);
     int cut = stream.length - 6000;
     Run r = new Run(false, true);
-    ByteBuf full = PooledByteBufAllocator.DEFAULT.directBuffer(32768);
+    ByteBuf full = PooledByteBufAllocator.DEFAULT.directBuffer(16384);
     full.writerIndex(FrameSlicer.HEADROOM_BYTES).readerIndex(FrameSlicer.HEADROOM_BYTES);
     full.writeBytes(stream, 0, cut);
     r.ch.writeInbound(full);
-    assertEquals(0, r.copiedDataBytes(), "a third of its buffer: the DATA piece is sliced");
+    assertEquals(0, r.copiedDataBytes(), "two thirds of its buffer: the DATA piece is sliced");
     ByteBuf sparse = PooledByteBufAllocator.DEFAULT.directBuffer(49152);
     sparse.writerIndex(FrameSlicer.HEADROOM_BYTES).readerIndex(FrameSlicer.HEADROOM_BYTES);
     sparse.writeBytes(stream, cut, 6000);
@@ -298,8 +298,8 @@ class Http2FrameSlicerTest {
     int cut = stream.length - 8000;
     Run r = new Run(false, true);
     for (int[] range : new int[][] {{0, cut}, {cut, stream.length}}) {
-      // As from an io_uring ring; each read fills at least a quarter of it.
-      ByteBuf read = PooledByteBufAllocator.DEFAULT.directBuffer(24576);
+      // As from an io_uring ring, which the read fills.
+      ByteBuf read = PooledByteBufAllocator.DEFAULT.directBuffer(range[1] - range[0]);
       read.writeBytes(stream, range[0], range[1] - range[0]);
       r.ch.writeInbound(read);
     }
@@ -337,17 +337,17 @@ class Http2FrameSlicerTest {
   void slicesLargeDataAndCopiesSmallDataSoNoSlicePinsMoreThanFourTimesItsSize() {
     byte[] stream = Arrays.copyOfRange(clientStream(100, 16384), 24, clientStream(100, 16384).length);
     List<Http2Recording.Frame> frames = frames(stream, 0);
-    // One 64 KiB read buffer holding everything.
-    ByteBuf read = PooledByteBufAllocator.DEFAULT.directBuffer(65536);
+    // One 32 KiB read buffer holding everything: just over half of it.
+    ByteBuf read = PooledByteBufAllocator.DEFAULT.directBuffer(32768);
     read.writeBytes(stream);
     Run r = new Run(false);
     r.ch.writeInbound(read);
     // The empty END_STREAM DATA frame is copied too: an empty slice would pin the buffer.
-    assertEquals(9 + 100 + 9, r.copiedDataBytes(), "the 100-byte payload would pin 64 KiB");
+    assertEquals(9 + 100 + 9, r.copiedDataBytes(), "the 100-byte payload would pin 32 KiB");
     assertEquals(9 + 16384, r.slicedDataBytes());
     assertEquals(2, read.refCnt(), "the read buffer lives on: the DATA slice and the budget hold it");
-    // The large DATA frame's slice pins its 64 KiB buffer: at most 4 times its 16384 bytes.
-    assertTrue(65536 <= FrameSlicer.PIN_RATIO * 16384);
+    // The large DATA frame's slice pins its 32 KiB buffer: at most 4 times its 16384 bytes.
+    assertTrue(32768 <= FrameSlicer.PIN_RATIO * 16384);
     assertArrayEquals(stream, r.keep.concatenated());
     assertTrue(r.budget.retainedBytes() >= stream.length);
     r.finish();
@@ -381,13 +381,13 @@ class Http2FrameSlicerTest {
       ByteBuf first = PooledByteBufAllocator.DEFAULT.directBuffer(capacity);
       first.writeBytes(stream, 0, cut);
       r.ch.writeInbound(first);
-      ByteBuf second = PooledByteBufAllocator.DEFAULT.directBuffer(32768);
+      ByteBuf second = PooledByteBufAllocator.DEFAULT.directBuffer(stream.length - cut);
       second.writeBytes(stream, cut, stream.length - cut);
       r.ch.writeInbound(second);
       assertArrayEquals(stream, r.keep.concatenated());
       r.assertWholeUnits(false);
       if (capacity == full) {
-        // The frame is larger than the first buffer and half the second: sliced from both; only
+        // The frame is larger than either buffer, which its reads fill: sliced from both; only
         // the empty END_STREAM DATA frame after it is copied.
         assertEquals(9, r.copiedDataBytes());
         assertEquals(9 + 16384, r.slicedDataBytes());
