@@ -35,8 +35,8 @@ import java.util.function.BiConsumer;
  * before it is handed on, the exception is rethrown, and later input is dropped. So is everything
  * after the layer's end of input ({@link #endInput}, such as TLS's close_notify).
  *
- * <p>Memory: idle it holds no buffer; mid-record, one buffer of at most that record's size. Confined to
- * the channel's event loop.
+ * <p>Memory: idle it holds no buffer; mid-record, one buffer of at most that record's size.
+ * Confined to the channel's event loop.
  */
 public abstract class RecordFraming {
   /**

@@ -32,9 +32,10 @@ import java.util.concurrent.TimeUnit;
  * got, rounded up to the pool's size class (at least half the size before, at least {@link
  * #MIN_READ_BYTES}): a peer that sends in bursts gets buffers its bursts fill, and a read that
  * stalls mid-message pins little more than it holds. A read that fills its buffer goes back to
- * the maximum at once. A batch goes on for up to {@link #MAX_READS_PER_BATCH} reads while each read fills its buffer and
- * no hold applies. A stage above may size reads itself ({@link ReadTarget}) and may ask for free
- * bytes before each fresh buffer's reader index ({@link #headroom}).
+ * the maximum at once. A batch goes on for up to {@link #MAX_READS_PER_BATCH} reads while each
+ * read fills its buffer and no hold applies. A stage above may size reads itself ({@link
+ * ReadTarget}) and may ask for free bytes before each fresh buffer's reader index ({@link
+ * #headroom}).
  *
  * <p>The policy is also the channel's {@link RecvByteBufAllocator}, its handle and its sweep
  * timer's task: one object per connection end (Netty's adaptive handle with its calculator and
