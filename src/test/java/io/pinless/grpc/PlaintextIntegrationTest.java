@@ -96,10 +96,11 @@ class PlaintextIntegrationTest {
     assertEquals(0, io.pinless.PinlessMetrics.Metric.UNCONSUMED_HAND_ONS.value() - unconsumedBefore,
         "grpc-netty's handler read every buffer to the end: its cumulation never copied");
     assertTrue(sliced + copied >= 40L << 20, "every DATA byte went through the slicer");
-    // What is copied is only the short DATA frames the sender cut at its flow-control window,
-    // which would pin a 48 KiB read buffer; every bulk frame is sliced. How many such cuts there
-    // are depends on timing, about 1% of the bytes: the bound is 2%.
-    assertTrue(copied * 50 < sliced,
+    // What is copied: the short DATA frames the sender cut at its flow-control window, the
+    // reads that filled under half their buffer, and pieces of cut frames under 4 KiB; bulk
+    // frames in well-filled reads are sliced. How much depends on timing: 0.8-1.2% of the bytes
+    // alone, up to 2.1% beside the rest of the suite. The bound is 5%.
+    assertTrue(copied * 20 < sliced,
         "copied " + copied + " of " + (sliced + copied) + " DATA bytes (only short frames)");
   }
 
