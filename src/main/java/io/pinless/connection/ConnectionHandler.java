@@ -125,6 +125,9 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
 
   @Override
   public void channelReadComplete(ChannelHandlerContext ctx) {
+    if (slicer != null) {
+      slicer.readComplete(ctx);
+    }
     ctx.fireChannelReadComplete();
     reads.batchEnded();
   }

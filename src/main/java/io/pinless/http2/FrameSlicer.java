@@ -38,6 +38,16 @@ import io.pinless.read.ReadBudget;
  * bytes. Any other frame goes on once whole, as a composite of its parts (slices under the same
  * rule, copies otherwise).
  *
+ * <p>Small DATA frames join (given headroom): gRPC's deframer copies runs of pieces under 1 KiB
+ * into heap arrays, and a message with one such piece reaches the application's marshaller
+ * without NIO buffers, so it cannot be read in place. Whole DATA frames under {@link #JOIN_BYTES}
+ * are copied into a join of their stream (at most {@link #MAX_JOINS} streams at once), which goes
+ * on as one DATA frame when full, at END_STREAM, before any frame that is not DATA, and when the
+ * read batch ends: so within a batch no stream's DATA goes on in pieces under 1 KiB but its last.
+ * A larger frame of a stream with a join open gives the join its head (up to {@link #JOIN_BYTES})
+ * and goes on as the rest; a cut frame's small last piece opens a join; a cut frame's pieces
+ * join what its stream has joined. Flow control counts the same bytes.
+ *
  * <p>A read that filled less than 1/{@link #FILL_RATIO} of its buffer (the rest of a burst, a
  * trickle, the last bytes before a peer stalls) has its DATA copied whatever the frames' sizes:
  * sliced, it would pin more than twice what it carries for as long as gRPC holds a piece.
@@ -48,7 +58,7 @@ import io.pinless.read.ReadBudget;
  * answer. Every other protocol error is grpc-netty's to find.
  *
  * <p>Memory: idle it holds nothing. Mid-frame it holds at most a cut header and the parts of one
- * frame not handed on in pieces. What it hands on are retained slices of read buffers and pooled
+ * frame not handed on in pieces; within a read batch, also its open joins. What it hands on are retained slices of read buffers and pooled
  * copies; the {@link ReadBudget} tracks every read buffer it slices and every copy it makes until
  * downstream has released them. It writes only bytes of its own read buffers that nobody else
  * references: a cut DATA frame's header, and the headroom before the reader index.
@@ -71,6 +81,18 @@ public final class FrameSlicer {
    * otherwise cost more than the bytes themselves.
    */
   public static final int GATHER_BYTES = 4096;
+  /**
+   * 1 KiB: with headroom, no DATA piece smaller than this goes on while more DATA of its stream
+   * follows in the same buffer; it is joined with the next into one copied frame. gRPC's
+   * deframer copies runs of pieces under 1 KiB into heap arrays (grpc-java's {@code
+   * CompositeReadableBuffer}), which would cost a message its NIO buffers and so its zero-copy
+   * path to the application.
+   */
+  public static final int JOIN_BYTES = 1024;
+  /** A join's buffer: 4 KiB, a pool size class, header included. */
+  static final int JOIN_CAPACITY = 4096;
+  /** At most this many streams have a join open at once; others' small frames go on alone. */
+  static final int MAX_JOINS = 8;
 
   static final int FRAME_HEADER_BYTES = 9;
   static final int CLIENT_PREFACE_BYTES = 24;
@@ -119,6 +141,16 @@ public final class FrameSlicer {
    * none. It goes on before any larger piece, when full, and with the frame's last byte.
    */
   private ByteBuf gathered;
+  /**
+   * Open joins, {@code [0, joinCount)}: small whole DATA frames of one stream each, copied after 9
+   * bytes left for a header. A join goes on when full, with END_STREAM, before a non-DATA frame
+   * and at the end of a read batch ({@link #readComplete}); so within a batch a stream's small
+   * frames reach gRPC as pieces of at least {@link #JOIN_BYTES} even when streams take turns.
+   * Made on the first join.
+   */
+  private ByteBuf[] joins;
+  private int[] joinStreams;
+  private int joinCount;
 
   // Within one call of slice() only.
   /** The read buffer once the budget tracks it; else null. */
@@ -170,8 +202,21 @@ public final class FrameSlicer {
     }
   }
 
+  /**
+   * Hands on every open join: the read batch has ended, and no DATA byte waits for another batch
+   * unless a read cut its frame.
+   */
+  public void readComplete(ChannelHandlerContext ctx) {
+    handOnJoins(ctx);
+  }
+
   /** Releases what a frame in progress holds; the slicer then holds nothing. */
   public void release() {
+    for (int i = 0; i < joinCount; i++) {
+      joins[i].release();
+      joins[i] = null;
+    }
+    joinCount = 0;
     header = null;
     headerBytes = 0;
     left = 0;
@@ -194,7 +239,15 @@ public final class FrameSlicer {
   int heldBytes() {
     return headerBytes + (whole == null ? 0 : whole.readableBytes())
         + (copyPiece == null ? 0 : copyPiece.readableBytes())
-        + (gathered == null ? 0 : gathered.readableBytes());
+        + (gathered == null ? 0 : gathered.readableBytes()) + joinedBytes();
+  }
+
+  private int joinedBytes() {
+    int bytes = 0;
+    for (int i = 0; i < joinCount; i++) {
+      bytes += joins[i].readableBytes();
+    }
+    return bytes;
   }
 
   /** @param in borrowed: its reader index is advanced past everything handed on or kept */
@@ -243,6 +296,7 @@ public final class FrameSlicer {
       int length = in.getUnsignedMedium(pos);
       if (length > maxFrameSize) {
         handOnRun(ctx, in, runStart, pos, run);
+        handOnJoins(ctx);
         state = State.PASS_THROUGH;
         handOn(ctx, sliceOf(in, pos, end - pos));
         in.readerIndex(end);
@@ -251,15 +305,44 @@ public final class FrameSlicer {
       if (end - pos - FRAME_HEADER_BYTES < length) {
         break;
       }
-      if (in.getUnsignedByte(pos + 3) == TYPE_DATA) {
-        Run kind = mayPin(FRAME_HEADER_BYTES + length, pinBase) ? Run.SLICE : Run.COPY;
-        countData(kind == Run.SLICE, FRAME_HEADER_BYTES + length);
-        if (run != Run.EITHER && run != kind) {
+      if (in.getUnsignedByte(pos + 3) != TYPE_DATA) {
+        if (joinCount > 0) {
+          // Joined DATA goes on before any other frame: trailers and resets of its stream follow it.
           handOnRun(ctx, in, runStart, pos, run);
           runStart = pos;
+          run = Run.EITHER;
+          handOnJoins(ctx);
         }
-        run = kind;
+        pos += FRAME_HEADER_BYTES + length;
+        continue;
       }
+      int flags = in.getUnsignedByte(pos + 4);
+      int stream = in.getInt(pos + 5) & 0x7fffffff;
+      int join = joinOf(stream);
+      if (joins(length, flags, join)) {
+        handOnRun(ctx, in, runStart, pos, run);
+        joinFrame(ctx, join, stream, in, pos, length, flags);
+        pos += FRAME_HEADER_BYTES + length;
+        runStart = pos;
+        run = Run.EITHER;
+        continue;
+      }
+      if (join >= 0) {
+        // A larger frame of a stream with a join open: the join takes its head, so neither goes
+        // on under JOIN_BYTES, and the rest is a frame of its own.
+        handOnRun(ctx, in, runStart, pos, run);
+        pos = topUp(ctx, join, in, pos, length, flags);
+        runStart = pos;
+        run = Run.EITHER;
+        continue;
+      }
+      Run kind = mayPin(FRAME_HEADER_BYTES + length, pinBase) ? Run.SLICE : Run.COPY;
+      countData(kind == Run.SLICE, FRAME_HEADER_BYTES + length);
+      if (run != Run.EITHER && run != kind) {
+        handOnRun(ctx, in, runStart, pos, run);
+        runStart = pos;
+      }
+      run = kind;
       pos += FRAME_HEADER_BYTES + length;
     }
     handOnRun(ctx, in, runStart, pos, run);
@@ -268,6 +351,7 @@ public final class FrameSlicer {
       return;
     }
     if (in.readableBytes() < FRAME_HEADER_BYTES) {
+      handOnJoins(ctx);
       state = State.HEADER;
       headerBytes = in.readableBytes();
       header = new byte[FRAME_HEADER_BYTES];
@@ -279,13 +363,162 @@ public final class FrameSlicer {
     int flags = in.getUnsignedByte(pos + 4);
     if (splits(type, flags)) {
       startPieces(length, flags, in.getInt(pos + 5));
+      int join = joinOf(dataStreamId);
+      if (join >= 0) {
+        // The frame's pieces join what its stream has joined so far.
+        gathered = takeJoin(join);
+      }
       in.skipBytes(FRAME_HEADER_BYTES);
       // The first piece reuses the frame's own header, rewritten for the piece.
       handOnDataPiece(ctx, in, in.readableBytes(), pinBase);
       return;
     }
+    handOnJoins(ctx);
     startWhole(length, type == TYPE_DATA);
     appendToWhole(ctx, in, in.readableBytes(), pinBase);
+  }
+
+  /** The index of {@code stream}'s open join, or -1. */
+  private int joinOf(int stream) {
+    for (int i = 0; i < joinCount; i++) {
+      if (joinStreams[i] == stream) {
+        return i;
+      }
+    }
+    return -1;
+  }
+
+  /**
+   * Whether a whole DATA frame joins: small and unpadded, given headroom (the slicer rewrites
+   * frames only then), into its stream's open join or a new one (not for a frame that ends its
+   * stream: it has nothing to join).
+   */
+  private boolean joins(int length, int flags, int join) {
+    return readHeadroom && length < JOIN_BYTES && (flags & FLAG_PADDED) == 0
+        && (join >= 0 || (flags & FLAG_END_STREAM) == 0 && joinCount < MAX_JOINS);
+  }
+
+  /**
+   * Copies the payload of the whole DATA frame at {@code pos} into its stream's join, opening one
+   * if needed; hands the join on when full or at END_STREAM.
+   *
+   * @param in borrowed
+   */
+  private void joinFrame(ChannelHandlerContext ctx, int join, int stream, ByteBuf in, int pos,
+      int length, int flags) {
+    if (join >= 0 && joins[join].writableBytes() < length) {
+      if (joins[join].readableBytes() - FRAME_HEADER_BYTES < JOIN_BYTES) {
+        // A join made from a cut frame's last piece is sized to it: it moves to a join's buffer.
+        ByteBuf small = joins[join];
+        joins[join] = newCopy(ctx, JOIN_CAPACITY).writeBytes(small);
+        small.release();
+      } else {
+        handOnJoin(ctx, join, 0);
+        join = -1;
+      }
+    }
+    if (join < 0) {
+      join = openJoin(stream, newCopy(ctx, JOIN_CAPACITY).writerIndex(FRAME_HEADER_BYTES));
+    }
+    ByteBuf joined = joins[join];
+    joined.writeBytes(in, pos + FRAME_HEADER_BYTES, length);
+    countData(false, FRAME_HEADER_BYTES + length);
+    if ((flags & FLAG_END_STREAM) != 0 || !joined.isWritable()) {
+      handOnJoin(ctx, join, flags & FLAG_END_STREAM);
+    }
+  }
+
+  /**
+   * Moves the head of the whole DATA frame at {@code pos} into its stream's open join: enough to
+   * make the join {@link #JOIN_BYTES}, or all of it if less than that would be left; the join then
+   * goes on. A rest goes on as a frame of its own, its header written over bytes the join copied.
+   *
+   * @param in borrowed: bytes between {@code pos} and the returned index may be overwritten
+   * @return where the next frame starts: the rest's header, or the frame's end
+   */
+  private int topUp(ChannelHandlerContext ctx, int join, ByteBuf in, int pos, int length,
+      int flags) {
+    ByteBuf joined = joins[join];
+    int take = Math.max(0, JOIN_BYTES - (joined.readableBytes() - FRAME_HEADER_BYTES));
+    if ((flags & FLAG_PADDED) != 0 || !readHeadroom) {
+      take = 0;
+    } else if (length - take < JOIN_BYTES) {
+      take = length;
+    }
+    int stream = joinStreams[join];
+    if (take > joined.writableBytes()) {
+      handOnJoin(ctx, join, 0);
+      return pos;
+    }
+    joined.writeBytes(in, pos + FRAME_HEADER_BYTES, take);
+    countData(false, take);
+    if (take == length) {
+      handOnJoin(ctx, join, flags & FLAG_END_STREAM);
+      return pos + FRAME_HEADER_BYTES + length;
+    }
+    handOnJoin(ctx, join, 0);
+    if (take == 0) {
+      return pos;
+    }
+    int rest = pos + take;
+    in.setMedium(rest, length - take);
+    in.setByte(rest + 3, TYPE_DATA);
+    in.setByte(rest + 4, flags);
+    in.setInt(rest + 5, stream);
+    return rest;
+  }
+
+  /**
+   * Adds an open join.
+   *
+   * @param joined owned: the join's buffer, 9 bytes left for its header
+   * @return its index
+   */
+  private int openJoin(int stream, ByteBuf joined) {
+    if (joins == null) {
+      joins = new ByteBuf[MAX_JOINS];
+      joinStreams = new int[MAX_JOINS];
+    }
+    joins[joinCount] = joined;
+    joinStreams[joinCount] = stream;
+    return joinCount++;
+  }
+
+  /** @return owned: the join's buffer, no longer open */
+  private ByteBuf takeJoin(int join) {
+    ByteBuf joined = joins[join];
+    joinCount--;
+    joins[join] = joins[joinCount];
+    joinStreams[join] = joinStreams[joinCount];
+    joins[joinCount] = null;
+    return joined;
+  }
+
+  /**
+   * Hands on a join as one DATA frame of its stream with {@code flags}. One that stayed small goes
+   * on as a right-sized copy: a join's buffer is 4 KiB, and gRPC may hold it until its message is
+   * whole.
+   */
+  private void handOnJoin(ChannelHandlerContext ctx, int join, int flags) {
+    int stream = joinStreams[join];
+    ByteBuf joined = takeJoin(join);
+    if (joined.readableBytes() * 2 <= joined.capacity()) {
+      ByteBuf right = newCopy(ctx, joined.readableBytes()).writeBytes(joined);
+      joined.release();
+      joined = right;
+    }
+    joined.setMedium(0, joined.readableBytes() - FRAME_HEADER_BYTES);
+    joined.setByte(3, TYPE_DATA);
+    joined.setByte(4, flags);
+    joined.setInt(5, stream);
+    handOn(ctx, joined);
+  }
+
+  /** Hands on every open join. */
+  private void handOnJoins(ChannelHandlerContext ctx) {
+    while (joinCount > 0) {
+      handOnJoin(ctx, joinCount - 1, 0);
+    }
   }
 
   /** What a run of whole frames goes on as. */
@@ -337,9 +570,19 @@ public final class FrameSlicer {
     if (n == 0) {
       return;
     }
-    if (n < GATHER_BYTES && (gathered != null || n < left)) {
+    if (n < GATHER_BYTES && (gathered != null || n < left)
+        || n == left && n < JOIN_BYTES && keepsJoin()) {
       gather(ctx, in, n);
       return;
+    }
+    if (gathered != null && gathered.readableBytes() - FRAME_HEADER_BYTES < JOIN_BYTES) {
+      // The gathered pieces take enough of this large one to go on at least JOIN_BYTES long;
+      // the piece's header then goes over bytes they copied.
+      int take = JOIN_BYTES - (gathered.readableBytes() - FRAME_HEADER_BYTES);
+      gathered.ensureWritable(take);
+      gathered.writeBytes(in, take);
+      left -= take;
+      n -= take;
     }
     handOnGathered(ctx);
     int flags = n == left ? dataFlags : dataFlags & ~FLAG_END_STREAM;
@@ -382,20 +625,33 @@ public final class FrameSlicer {
     int remaining = n;
     while (remaining > 0) {
       if (gathered == null) {
-        gathered = newCopy(ctx, FRAME_HEADER_BYTES + Math.min(left, GATHER_BYTES));
+        // Room for the frame's rest, or, when a frame of its stream joins it, for the join.
+        int room = remaining == left && keepsJoin()
+            ? JOIN_CAPACITY - FRAME_HEADER_BYTES : Math.min(left, GATHER_BYTES);
+        gathered = newCopy(ctx, FRAME_HEADER_BYTES + room);
         gathered.writerIndex(FRAME_HEADER_BYTES);
       }
       int take = Math.min(remaining, gathered.writableBytes());
       gathered.writeBytes(in, take);
       remaining -= take;
       left -= take;
-      if (!gathered.isWritable() || left == 0) {
+      if (!gathered.isWritable() || left == 0 && !keepsJoin()) {
         handOnGathered(ctx);
       }
     }
     if (left == 0) {
       state = State.FRAME;
+      if (gathered != null) {
+        openJoin(dataStreamId, gathered);
+        gathered = null;
+      }
     }
+  }
+
+  /** Whether the DATA frame in progress, once whole, leaves what is gathered open as a join. */
+  private boolean keepsJoin() {
+    return (dataFlags & FLAG_END_STREAM) == 0 && joinCount < MAX_JOINS
+        && (gathered == null || gathered.readableBytes() - FRAME_HEADER_BYTES < JOIN_BYTES);
   }
 
   /** Hands on the gathered pieces, if any, as a DATA frame of their own. */

@@ -52,6 +52,12 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
   }
 
   @Override
+  public void channelReadComplete(ChannelHandlerContext ctx) {
+    slicer.readComplete(ctx);
+    ctx.fireChannelReadComplete();
+  }
+
+  @Override
   public void channelInactive(ChannelHandlerContext ctx) {
     slicer.release();
     ctx.fireChannelInactive();

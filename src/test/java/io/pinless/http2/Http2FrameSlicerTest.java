@@ -21,6 +21,8 @@ import java.io.ByteArrayOutputStream;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
 import java.util.SplittableRandom;
 import org.junit.jupiter.api.Test;
 
@@ -500,6 +502,129 @@ class Http2FrameSlicerTest {
       r.ch.close();
       r.finish();
     }
+  }
+
+  /** A frame's bytes: header, then {@code payload}. */
+  private static byte[] frame(int type, int flags, int stream, byte[] payload) {
+    byte[] f = new byte[9 + payload.length];
+    f[0] = (byte) (payload.length >>> 16);
+    f[1] = (byte) (payload.length >>> 8);
+    f[2] = (byte) payload.length;
+    f[3] = (byte) type;
+    f[4] = (byte) flags;
+    f[5] = (byte) (stream >>> 24);
+    f[6] = (byte) (stream >>> 16);
+    f[7] = (byte) (stream >>> 8);
+    f[8] = (byte) stream;
+    System.arraycopy(payload, 0, f, 9, payload.length);
+    return f;
+  }
+
+  private static byte[] concat(List<byte[]> parts) {
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    parts.forEach(out::writeBytes);
+    return out.toByteArray();
+  }
+
+  /** Each stream's DATA payload in {@code bytes} (whole frames), in order, and its frame sizes. */
+  private static Map<Integer, ByteArrayOutputStream> dataByStream(
+      byte[] bytes, Map<Integer, List<Integer>> lengths) {
+    Map<Integer, ByteArrayOutputStream> data = new TreeMap<>();
+    for (Http2Recording.Frame f : frames(bytes, 0)) {
+      if (f.type() == 0) {
+        int stream = java.nio.ByteBuffer.wrap(bytes, f.offset() + 5, 4).getInt();
+        data.computeIfAbsent(stream, k -> new ByteArrayOutputStream())
+            .write(bytes, f.offset() + 9, f.length());
+        lengths.computeIfAbsent(stream, k -> new ArrayList<>()).add(f.length());
+      }
+    }
+    return data;
+  }
+
+  @Test
+  void smallDataFramesOfStreamsTakingTurnsGoOnJoinedPerStream() {
+    List<byte[]> parts = new ArrayList<>();
+    for (int i = 0; i < 500; i++) {
+      for (int stream : new int[] {1, 3, 5}) {
+        parts.add(frame(0, 0, stream, Http2Recording.pattern(10, i + stream)));
+      }
+    }
+    parts.add(frame(0, 1, 3, Http2Recording.pattern(7, 99)));
+    parts.add(frame(3, 0, 5, new byte[] {0, 0, 0, 8})); // RST_STREAM of stream 5
+    byte[] stream = concat(parts);
+    Run r = new Run(false, true);
+    r.feed(stream, 0, stream.length);
+    assertEquals(0, r.slicer.heldBytes(), "a join never waits for another read batch");
+    r.assertWholeUnits(false);
+    Map<Integer, List<Integer>> sent = new TreeMap<>();
+    Map<Integer, List<Integer>> handed = new TreeMap<>();
+    Map<Integer, ByteArrayOutputStream> want = dataByStream(stream, sent);
+    Map<Integer, ByteArrayOutputStream> got = dataByStream(r.keep.concatenated(), handed);
+    for (int s : want.keySet()) {
+      assertArrayEquals(want.get(s).toByteArray(), got.get(s).toByteArray(), "stream " + s);
+      List<Integer> lengths = handed.get(s);
+      for (int i = 0; i < lengths.size() - 1; i++) {
+        assertTrue(lengths.get(i) >= FrameSlicer.JOIN_BYTES, "stream " + s + ": " + lengths);
+      }
+      assertTrue(lengths.size() <= 3, "10-byte frames go on as a few joined ones: " + lengths);
+    }
+    List<String> meant = meaning(r.keep.concatenated(), 0);
+    List<String> stream3 = meant.stream().filter(m -> m.startsWith("DATA stream 3")).toList();
+    assertTrue(stream3.get(stream3.size() - 1).startsWith("DATA stream 3 ended"),
+        "END_STREAM ends the last joined frame");
+    assertEquals(1, meant.stream().filter(m -> m.contains("ended")).count());
+    assertTrue(meant.get(meant.size() - 1).startsWith("type 3 flags 0 stream 5"),
+        "a stream's joined DATA goes on before the frames after it");
+    r.finish();
+  }
+
+  @Test
+  void aJoinTakesTheHeadOfALargerFrameOfItsStreamAndTheRestIsSliced() {
+    byte[] stream = concat(List.of(frame(0, 0, 1, Http2Recording.pattern(100, 1)),
+        frame(0, 0, 1, Http2Recording.pattern(100, 2)),
+        frame(0, 1, 1, Http2Recording.pattern(16384, 3))));
+    Run r = new Run(false, true);
+    r.feed(stream, 0, stream.length);
+    Map<Integer, List<Integer>> handed = new TreeMap<>();
+    Map<Integer, ByteArrayOutputStream> got = dataByStream(r.keep.concatenated(), handed);
+    assertEquals(List.of(FrameSlicer.JOIN_BYTES, 200 + 16384 - FrameSlicer.JOIN_BYTES),
+        handed.get(1));
+    assertArrayEquals(dataByStream(stream, new TreeMap<>()).get(1).toByteArray(),
+        got.get(1).toByteArray());
+    assertEquals(meaning(stream, 0), meaning(r.keep.concatenated(), 0));
+    assertEquals(9 + 16384 - (FrameSlicer.JOIN_BYTES - 200), r.slicedDataBytes(),
+        "the rest of the large frame is a slice of the read");
+    r.finish();
+  }
+
+  @Test
+  void joinsSpanTheReadsOfOneBatchAndTheLastPieceOfACutFrameJoinsToo() {
+    List<byte[]> parts = new ArrayList<>();
+    for (int i = 0; i < 60; i++) {
+      parts.add(frame(0, 0, 1, Http2Recording.pattern(10, i)));
+    }
+    parts.add(frame(0, 0, 1, Http2Recording.pattern(16384, 7)));
+    for (int i = 0; i < 60; i++) {
+      parts.add(frame(0, 0, 1, Http2Recording.pattern(10, i)));
+    }
+    byte[] stream = concat(parts);
+    int cut = 60 * 19 + 9 + 16374; // the large frame's last 10 bytes go in the second read
+    Run r = new Run(false, true);
+    ByteBuf first = PooledByteBufAllocator.DEFAULT.directBuffer(9 + cut);
+    first.writerIndex(9).readerIndex(9).writeBytes(stream, 0, cut);
+    ByteBuf second = PooledByteBufAllocator.DEFAULT.directBuffer(9 + stream.length - cut);
+    second.writerIndex(9).readerIndex(9).writeBytes(stream, cut, stream.length - cut);
+    r.ch.writeInbound(first, second);
+    assertEquals(0, r.slicer.heldBytes());
+    r.assertWholeUnits(false);
+    Map<Integer, List<Integer>> handed = new TreeMap<>();
+    Map<Integer, ByteArrayOutputStream> got = dataByStream(r.keep.concatenated(), handed);
+    assertArrayEquals(dataByStream(stream, new TreeMap<>()).get(1).toByteArray(),
+        got.get(1).toByteArray());
+    assertEquals(List.of(FrameSlicer.JOIN_BYTES, 600 + 16374 - FrameSlicer.JOIN_BYTES, 10 + 600),
+        handed.get(1), "the joined small frames take the large frame's head; its 10-byte last"
+            + " piece joins the small frames after it, in the next read of the batch");
+    r.finish();
   }
 
   @Test

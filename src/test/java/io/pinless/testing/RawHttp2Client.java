@@ -111,12 +111,13 @@ public final class RawHttp2Client extends ChannelDuplexHandler {
   }
 
   /**
-   * Sends on every stream until each has sent {@code payloadBytes} of its message, then a PING.
-   * Completes when the server acknowledges the PING, so it has read everything before it.
+   * Sends on every stream until each has sent {@code payloadBytes} of its message (all of it at
+   * {@code messageBytes}; the stream stays open), then a PING. Completes when the server
+   * acknowledges the PING, so it has read everything before it.
    */
   public CompletableFuture<Void> sendUntil(long payloadBytes) {
-    if (payloadBytes + 5 > messageBytes) {
-      throw new IllegalArgumentException("the message stays incomplete: " + payloadBytes);
+    if (payloadBytes > messageBytes) {
+      throw new IllegalArgumentException(payloadBytes + " bytes of a " + messageBytes + "-byte message");
     }
     CompletableFuture<Void> done = new CompletableFuture<>();
     ctx.executor().execute(() -> {

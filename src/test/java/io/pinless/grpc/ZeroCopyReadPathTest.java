@@ -1,0 +1,246 @@
+package io.pinless.grpc;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.grpc.CallOptions;
+import io.grpc.ChannelCredentials;
+import io.grpc.Detachable;
+import io.grpc.HasByteBuffer;
+import io.grpc.KnownLength;
+import io.grpc.ManagedChannel;
+import io.grpc.MethodDescriptor;
+import io.grpc.Server;
+import io.grpc.ServerServiceDefinition;
+import io.grpc.stub.ServerCalls;
+import io.grpc.stub.StreamObserver;
+import io.netty.bootstrap.Bootstrap;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelHandler;
+import io.netty.channel.ChannelInitializer;
+import io.netty.channel.EventLoopGroup;
+import io.netty.channel.MultiThreadIoEventLoopGroup;
+import io.netty.channel.nio.NioIoHandler;
+import io.netty.channel.socket.nio.NioSocketChannel;
+import io.pinless.testing.RawHttp2Client;
+import io.grpc.ServerCredentials;
+import io.grpc.netty.NettyChannelBuilder;
+import io.grpc.netty.NettyServerBuilder;
+import io.grpc.stub.ClientCalls;
+import io.netty.handler.ssl.ClientAuth;
+import io.netty.handler.ssl.SslProvider;
+import io.pinless.testing.Handshakers;
+import io.pinless.testing.TestCertificates;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.net.InetSocketAddress;
+import java.util.Iterator;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+import org.junit.jupiter.params.provider.EnumSource;
+
+/**
+ * The stream gRPC hands a client's marshaller for each received message is zero-copy capable on
+ * a pinless connection, over plaintext, ALTS and TLS on each engine: known length, detachable, and
+ * backed by buffers that each expose an NIO buffer. A 2 MiB message arrives in many pieces, some
+ * of them the frame slicer's copies; one heap-only piece would make the whole stream fall back.
+ */
+class ZeroCopyReadPathTest {
+  private static final int MESSAGE_BYTES = 2 << 20;
+  private static final int MESSAGES = 4;
+  /** A message sent in tiny frames. */
+  private static final int TINY_FRAMED_BYTES = 200_000;
+
+  private static Server clientHandshaker;
+  private static Server serverHandshaker;
+
+  @BeforeAll
+  static void startHandshakers() throws Exception {
+    clientHandshaker = Handshakers.start("client-sa");
+    serverHandshaker = Handshakers.start("server-sa");
+  }
+
+  @AfterAll
+  static void stopHandshakers() throws Exception {
+    Handshakers.stop(clientHandshaker, serverHandshaker);
+  }
+
+  /** pinless's transports. */
+  enum Security {
+    PLAINTEXT, ALTS, TLS_JDK, TLS_OPENSSL;
+
+    ServerCredentials server() throws Exception {
+      switch (this) {
+        case PLAINTEXT:
+          return PinlessServerCredentials.insecure();
+        case ALTS:
+          return PinlessServerCredentials.altsBuilder()
+              .handshakerAddress(Handshakers.address(serverHandshaker)).build();
+        default:
+          return PinlessServerCredentials.tls(TestCertificates.serverContext(
+              provider(), TestCertificates.SERVER, ClientAuth.NONE));
+      }
+    }
+
+    ChannelCredentials channel() throws Exception {
+      switch (this) {
+        case PLAINTEXT:
+          return PinlessChannelCredentials.insecure();
+        case ALTS:
+          return PinlessChannelCredentials.altsBuilder()
+              .handshakerAddress(Handshakers.address(clientHandshaker)).build();
+        default:
+          return PinlessChannelCredentials.tls(TestCertificates.clientContext(provider(), null));
+      }
+    }
+
+    private SslProvider provider() {
+      return this == TLS_JDK ? SslProvider.JDK : SslProvider.OPENSSL;
+    }
+  }
+
+  /** Reads each message whole and counts the streams that were zero-copy capable. */
+  private static final class Checking implements MethodDescriptor.Marshaller<byte[]> {
+    final AtomicInteger parsed = new AtomicInteger();
+    final AtomicInteger zeroCopy = new AtomicInteger();
+    final CountDownLatch received;
+
+    Checking(int messages) {
+      received = new CountDownLatch(messages);
+    }
+
+    @Override
+    public InputStream stream(byte[] value) {
+      return TestService.BYTES.stream(value);
+    }
+
+    @Override
+    public byte[] parse(InputStream stream) {
+      parsed.incrementAndGet();
+      if (stream instanceof KnownLength && stream instanceof Detachable
+          && stream instanceof HasByteBuffer && ((HasByteBuffer) stream).byteBufferSupported()) {
+        zeroCopy.incrementAndGet();
+      }
+      try {
+        return stream.readAllBytes();
+      } catch (IOException e) {
+        throw new UncheckedIOException(e);
+      } finally {
+        received.countDown();
+      }
+    }
+  }
+
+  @ParameterizedTest
+  @EnumSource(Security.class)
+  void everyReceivedMessageReachesTheMarshallerAsNioBuffers(Security security) throws Exception {
+    Server server = NettyServerBuilder.forAddress(
+            new InetSocketAddress("127.0.0.1", 0), security.server())
+        .addService(TestService.definition())
+        .build()
+        .start();
+    ManagedChannel channel = NettyChannelBuilder.forAddress(
+            new InetSocketAddress("127.0.0.1", server.getPort()), security.channel())
+        .build();
+    try {
+      Checking responses = new Checking(MESSAGES);
+      MethodDescriptor<byte[], byte[]> download =
+          TestService.SERVER_STREAM.toBuilder(TestService.BYTES, responses).build();
+      Iterator<byte[]> messages = ClientCalls.blockingServerStreamingCall(channel, download,
+          CallOptions.DEFAULT.withDeadlineAfter(60, TimeUnit.SECONDS),
+          TestService.streamRequest(MESSAGES, MESSAGE_BYTES));
+      int i = 0;
+      while (messages.hasNext()) {
+        assertArrayEquals(TestService.message(MESSAGE_BYTES, i++), messages.next());
+      }
+      assertEquals(MESSAGES, i);
+      assertEquals(MESSAGES, responses.parsed.get());
+      assertEquals(MESSAGES, responses.zeroCopy.get(),
+          "every message's pieces expose NIO buffers, so a marshaller may read them in place");
+    } finally {
+      channel.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+      server.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+    }
+  }
+
+  /**
+   * A client that sends each message in tiny DATA frames, one stream alone or four taking turns:
+   * the slicer joins a stream's small frames into copies of at least 1 KiB, so gRPC's deframer
+   * never copies a run of them into a heap array and the message still reaches the marshaller as
+   * NIO buffers.
+   */
+  @ParameterizedTest
+  @CsvSource({
+      "PLAINTEXT, 1, 1", "PLAINTEXT, 100, 1", "PLAINTEXT, 10, 4", "PLAINTEXT, 100, 4",
+      "ALTS, 1, 1", "ALTS, 100, 4", "TLS_JDK, 1, 1", "TLS_OPENSSL, 100, 4"})
+  void aMessageSentInTinyFramesReachesTheMarshallerAsNioBuffers(
+      Security security, int frameBytes, int streams) throws Exception {
+    Checking requests = new Checking(streams);
+    AtomicReference<byte[]> wrong = new AtomicReference<>();
+    MethodDescriptor<byte[], byte[]> upload =
+        TestService.CLIENT_STREAM.toBuilder(requests, TestService.BYTES).build();
+    ServerServiceDefinition service = ServerServiceDefinition.builder(TestService.SERVICE)
+        .addMethod(upload, ServerCalls.asyncClientStreamingCall(response -> new StreamObserver<byte[]>() {
+          @Override
+          public void onNext(byte[] message) {
+            for (int i = 0; i < message.length; i++) {
+              if (message[i] != (byte) ((i + 5) * 31 + 7)) {
+                wrong.set(message);
+              }
+            }
+          }
+
+          @Override
+          public void onError(Throwable t) {}
+
+          @Override
+          public void onCompleted() {}
+        }))
+        .build();
+    Server server = NettyServerBuilder.forAddress(
+            new InetSocketAddress("127.0.0.1", 0), security.server())
+        .addService(service)
+        .build()
+        .start();
+    EventLoopGroup group = new MultiThreadIoEventLoopGroup(1, NioIoHandler.newFactory());
+    try {
+      RawHttp2Client client = new RawHttp2Client(security != Security.PLAINTEXT,
+          "/" + upload.getFullMethodName(), streams, TINY_FRAMED_BYTES, frameBytes, 16384);
+      HostileFraming.Security transport = HostileFraming.Security.valueOf(security.name());
+      String handshaker = Handshakers.address(clientHandshaker);
+      new Bootstrap()
+          .group(group)
+          .channel(NioSocketChannel.class)
+          .handler(new ChannelInitializer<Channel>() {
+            @Override
+            protected void initChannel(Channel ch) throws Exception {
+              ch.pipeline().addLast(new RawHttp2Client.FlushGate());
+              ChannelHandler handshake = transport.handshake(ch, handshaker);
+              if (handshake != null) {
+                ch.pipeline().addLast(handshake);
+              }
+              ch.pipeline().addLast(client);
+            }
+          })
+          .connect(new InetSocketAddress("127.0.0.1", server.getPort()))
+          .sync();
+      client.ready().get(30, TimeUnit.SECONDS);
+      client.sendUntil(TINY_FRAMED_BYTES).get(120, TimeUnit.SECONDS);
+      assertTrue(requests.received.await(30, TimeUnit.SECONDS), "every message arrived");
+      assertEquals(null, wrong.get(), "messages arrive intact");
+      assertEquals(streams, requests.zeroCopy.get(),
+          "a message sent in " + frameBytes + "-byte frames reaches the marshaller as NIO buffers");
+    } finally {
+      group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
+      server.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+    }
+  }
+}
