@@ -56,7 +56,8 @@ import java.util.concurrent.ConcurrentHashMap;
  * {@link io.grpc.HasByteBuffer} and {@link io.grpc.Detachable} with every piece in an NIO buffer
  * (uncompressed messages on grpc-netty). Otherwise, and for empty messages, it parses by copying
  * as {@link ProtoLiteUtils} does, and the message needs no release. {@link #isZeroCopy} tells the
- * two apart.
+ * two apart. grpc-core copies runs of pieces under 1 KiB into heap arrays that offer no NIO
+ * buffer, so a message that arrived partly in such runs is copied.
  *
  * <pre>
  *   pieces of one message:  [ 16 KiB direct ][ 40 B heap ][ 1 MiB direct ]

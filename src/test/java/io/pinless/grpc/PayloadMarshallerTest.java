@@ -20,6 +20,7 @@ import java.util.List;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
+/** PayloadMarshaller and Payload over streams of test buffers. */
 class PayloadMarshallerTest {
   private final PayloadMarshaller marshaller = PayloadMarshaller.INSTANCE;
 

@@ -37,11 +37,13 @@ import java.io.InputStream;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Iterator;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
+/** ZeroCopyMarshaller over streams of test buffers and over real gRPC calls. */
 class ZeroCopyMarshallerTest {
   private static final int MIB = 1 << 20;
 
@@ -101,11 +103,13 @@ class ZeroCopyMarshallerTest {
 
   @Test
   void secondReleaseThrows() throws IOException {
-    Chunk chunk = parseLikeGrpc(PieceStreams.open(PieceStreams.direct(ChunkService.chunk(0, 4096).toByteArray())));
+    byte[] bytes = ChunkService.chunk(0, 4096).toByteArray();
+    Chunk chunk = parseLikeGrpc(PieceStreams.open(PieceStreams.direct(bytes)));
     assertTrue(marshaller.isZeroCopy(chunk));
     marshaller.release(chunk);
 
-    IllegalStateException e = assertThrows(IllegalStateException.class, () -> marshaller.release(chunk));
+    IllegalStateException e =
+        assertThrows(IllegalStateException.class, () -> marshaller.release(chunk));
     assertTrue(e.getMessage().contains("released twice"), e.getMessage());
   }
 
@@ -125,8 +129,8 @@ class ZeroCopyMarshallerTest {
 
   @Test
   void leaseReleasesAtTheEndOfTry() throws IOException {
-    List<ByteBuf> pieces =
-        PieceStreams.retain(PieceStreams.direct(ChunkService.chunk(1, 64 * 1024).toByteArray(), 9000));
+    byte[] bytes = ChunkService.chunk(1, 64 * 1024).toByteArray();
+    List<ByteBuf> pieces = PieceStreams.retain(PieceStreams.direct(bytes, 9000));
     try {
       Chunk chunk = parseLikeGrpc(PieceStreams.open(pieces));
       try (ZeroCopyMarshaller.Lease lease = marshaller.lease(chunk)) {
@@ -184,10 +188,10 @@ class ZeroCopyMarshallerTest {
     // Pieces: direct 100 KiB, heap 2000 B, direct 60 B, direct rest. Only the large direct
     // pieces can be aliased; the heap and small ones are copied into one staging buffer.
     List<ByteBuf> pieces = new ArrayList<>();
-    pieces.addAll(PieceStreams.direct(java.util.Arrays.copyOfRange(bytes, 0, 100_000)));
-    pieces.addAll(PieceStreams.heap(java.util.Arrays.copyOfRange(bytes, 100_000, 102_000)));
-    pieces.addAll(PieceStreams.direct(java.util.Arrays.copyOfRange(bytes, 102_000, 102_060)));
-    pieces.addAll(PieceStreams.direct(java.util.Arrays.copyOfRange(bytes, 102_060, bytes.length)));
+    pieces.addAll(PieceStreams.direct(Arrays.copyOfRange(bytes, 0, 100_000)));
+    pieces.addAll(PieceStreams.heap(Arrays.copyOfRange(bytes, 100_000, 102_000)));
+    pieces.addAll(PieceStreams.direct(Arrays.copyOfRange(bytes, 102_000, 102_060)));
+    pieces.addAll(PieceStreams.direct(Arrays.copyOfRange(bytes, 102_060, bytes.length)));
     PieceStreams.retain(pieces);
     long aliasedBefore = Metric.MESSAGE_BYTES_ALIASED.value();
     long copiedBefore = Metric.MESSAGE_BYTES_COPIED.value();
@@ -249,7 +253,8 @@ class ZeroCopyMarshallerTest {
     List<ByteBuf> pieces = PieceStreams.retain(PieceStreams.direct(bytes, 1500));
     try {
       InputStream stream = PieceStreams.open(pieces);
-      StatusRuntimeException e = assertThrows(StatusRuntimeException.class, () -> marshaller.parse(stream));
+      StatusRuntimeException e =
+          assertThrows(StatusRuntimeException.class, () -> marshaller.parse(stream));
       stream.close();
 
       assertEquals(Status.Code.INTERNAL, e.getStatus().getCode());
@@ -282,7 +287,7 @@ class ZeroCopyMarshallerTest {
       }
 
       for (String report : reports) {
-        assertTrue(report.contains("ZeroCopyMarshaller"), "only the dropped message leaked: " + report);
+        assertTrue(report.contains("ZeroCopyMarshaller"), "only the dropped message: " + report);
       }
       assertEquals(1, pieces.get(1).refCnt());
     } finally {
@@ -298,24 +303,29 @@ class ZeroCopyMarshallerTest {
   @Test
   void downloadsChunksOverPinlessPlaintext() throws Exception {
     try (Endpoints ends = new Endpoints(ChunkService.service())) {
-      List<Chunk> chunks = download(ends.channel, 4, 2 * MIB, (index, chunk) -> {
-        System.out.println("plaintext chunk " + index + " zero-copy " + marshaller.isZeroCopy(chunk));
-        marshaller.release(chunk);
-      });
+      List<Chunk> chunks =
+          download(ends.channel, 4, 2 * MIB, (index, chunk) -> {
+            // Recorded, not asserted: whether gRPC hands over a message zero-copy depends on how
+            // its pieces arrived (grpc-core copies runs of pieces under 1 KiB to the heap).
+            System.out.println("chunk " + index + " zero-copy " + marshaller.isZeroCopy(chunk));
+            marshaller.release(chunk);
+          });
       assertEquals(4, chunks.size());
     }
   }
 
   @Test
   void gzipDownloadIsParsedByCopyingAndNeedsNoRelease() throws Exception {
-    ServerServiceDefinition gzip = ServerInterceptors.intercept(ChunkService.service(), new ServerInterceptor() {
-      @Override
-      public <Q, A> ServerCall.Listener<Q> interceptCall(
-          ServerCall<Q, A> call, Metadata headers, ServerCallHandler<Q, A> next) {
-        call.setCompression("gzip");
-        return next.startCall(call, headers);
-      }
-    });
+    ServerInterceptor compress =
+        new ServerInterceptor() {
+          @Override
+          public <Q, A> ServerCall.Listener<Q> interceptCall(
+              ServerCall<Q, A> call, Metadata headers, ServerCallHandler<Q, A> next) {
+            call.setCompression("gzip");
+            return next.startCall(call, headers);
+          }
+        };
+    ServerServiceDefinition gzip = ServerInterceptors.intercept(ChunkService.service(), compress);
     long copiedBefore = Metric.MESSAGE_BYTES_COPIED.value();
     try (Endpoints ends = new Endpoints(gzip)) {
       List<Chunk> chunks = download(ends.channel, 4, 2 * MIB, (index, chunk) -> {
