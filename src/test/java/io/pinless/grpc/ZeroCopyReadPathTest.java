@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.grpc.CallOptions;
-import io.grpc.ChannelCredentials;
 import io.grpc.Detachable;
 import io.grpc.HasByteBuffer;
 import io.grpc.KnownLength;
@@ -24,14 +23,10 @@ import io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.netty.channel.nio.NioIoHandler;
 import io.netty.channel.socket.nio.NioSocketChannel;
 import io.pinless.testing.RawHttp2Client;
-import io.grpc.ServerCredentials;
 import io.grpc.netty.NettyChannelBuilder;
 import io.grpc.netty.NettyServerBuilder;
 import io.grpc.stub.ClientCalls;
-import io.netty.handler.ssl.ClientAuth;
-import io.netty.handler.ssl.SslProvider;
 import io.pinless.testing.Handshakers;
-import io.pinless.testing.TestCertificates;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
@@ -73,40 +68,6 @@ class ZeroCopyReadPathTest {
     Handshakers.stop(clientHandshaker, serverHandshaker);
   }
 
-  /** pinless's transports. */
-  enum Security {
-    PLAINTEXT, ALTS, TLS_JDK, TLS_OPENSSL;
-
-    ServerCredentials server() throws Exception {
-      switch (this) {
-        case PLAINTEXT:
-          return PinlessServerCredentials.insecure();
-        case ALTS:
-          return PinlessServerCredentials.altsBuilder()
-              .handshakerAddress(Handshakers.address(serverHandshaker)).build();
-        default:
-          return PinlessServerCredentials.tls(TestCertificates.serverContext(
-              provider(), TestCertificates.SERVER, ClientAuth.NONE));
-      }
-    }
-
-    ChannelCredentials channel() throws Exception {
-      switch (this) {
-        case PLAINTEXT:
-          return PinlessChannelCredentials.insecure();
-        case ALTS:
-          return PinlessChannelCredentials.altsBuilder()
-              .handshakerAddress(Handshakers.address(clientHandshaker)).build();
-        default:
-          return PinlessChannelCredentials.tls(TestCertificates.clientContext(provider(), null));
-      }
-    }
-
-    private SslProvider provider() {
-      return this == TLS_JDK ? SslProvider.JDK : SslProvider.OPENSSL;
-    }
-  }
-
   /** Reads each message whole and counts the streams that were zero-copy capable. */
   private static final class Checking implements MethodDescriptor.Marshaller<byte[]> {
     final AtomicInteger parsed = new AtomicInteger();
@@ -140,15 +101,15 @@ class ZeroCopyReadPathTest {
   }
 
   @ParameterizedTest
-  @EnumSource(Security.class)
-  void everyReceivedMessageReachesTheMarshallerAsNioBuffers(Security security) throws Exception {
+  @EnumSource(Transport.class)
+  void everyReceivedMessageReachesTheMarshallerAsNioBuffers(Transport security) throws Exception {
     Server server = NettyServerBuilder.forAddress(
-            new InetSocketAddress("127.0.0.1", 0), security.server())
+            new InetSocketAddress("127.0.0.1", 0), security.server(Handshakers.address(serverHandshaker)))
         .addService(TestService.definition())
         .build()
         .start();
     ManagedChannel channel = NettyChannelBuilder.forAddress(
-            new InetSocketAddress("127.0.0.1", server.getPort()), security.channel())
+            new InetSocketAddress("127.0.0.1", server.getPort()), security.channel(Handshakers.address(clientHandshaker)))
         .build();
     try {
       Checking responses = new Checking(MESSAGES);
@@ -182,7 +143,7 @@ class ZeroCopyReadPathTest {
       "PLAINTEXT, 1, 1", "PLAINTEXT, 100, 1", "PLAINTEXT, 10, 4", "PLAINTEXT, 100, 4",
       "ALTS, 1, 1", "ALTS, 100, 4", "TLS_JDK, 1, 1", "TLS_OPENSSL, 100, 4"})
   void aMessageSentInTinyFramesReachesTheMarshallerAsNioBuffers(
-      Security security, int frameBytes, int streams) throws Exception {
+      Transport security, int frameBytes, int streams) throws Exception {
     Checking requests = new Checking(streams);
     AtomicReference<byte[]> wrong = new AtomicReference<>();
     MethodDescriptor<byte[], byte[]> upload =
@@ -206,13 +167,13 @@ class ZeroCopyReadPathTest {
         }))
         .build();
     Server server = NettyServerBuilder.forAddress(
-            new InetSocketAddress("127.0.0.1", 0), security.server())
+            new InetSocketAddress("127.0.0.1", 0), security.server(Handshakers.address(serverHandshaker)))
         .addService(service)
         .build()
         .start();
     EventLoopGroup group = new MultiThreadIoEventLoopGroup(1, NioIoHandler.newFactory());
     try {
-      RawHttp2Client client = new RawHttp2Client(security != Security.PLAINTEXT,
+      RawHttp2Client client = new RawHttp2Client(security.secure(),
           "/" + upload.getFullMethodName(), streams, TINY_FRAMED_BYTES, frameBytes, 16384);
       HostileFraming.Security transport = HostileFraming.Security.valueOf(security.name());
       String handshaker = Handshakers.address(clientHandshaker);
