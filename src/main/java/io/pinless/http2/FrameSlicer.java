@@ -351,7 +351,7 @@ public final class FrameSlicer {
       return;
     }
     if (in.readableBytes() < FRAME_HEADER_BYTES) {
-      handOnJoins(ctx);
+      // Open joins wait for the header: the frame may be DATA that joins them.
       state = State.HEADER;
       headerBytes = in.readableBytes();
       header = new byte[FRAME_HEADER_BYTES];
@@ -495,14 +495,14 @@ public final class FrameSlicer {
   }
 
   /**
-   * Hands on a join as one DATA frame of its stream with {@code flags}. One that stayed small goes
-   * on as a right-sized copy: a join's buffer is 4 KiB, and gRPC may hold it until its message is
-   * whole.
+   * Hands on a join as one DATA frame of its stream with {@code flags}. One that is not nearly
+   * full goes on as a right-sized copy: a join's buffer is 4 KiB, and gRPC may hold it until its
+   * message is whole.
    */
   private void handOnJoin(ChannelHandlerContext ctx, int join, int flags) {
     int stream = joinStreams[join];
     ByteBuf joined = takeJoin(join);
-    if (joined.readableBytes() * 2 <= joined.capacity()) {
+    if (joined.readableBytes() < joined.capacity() - joined.capacity() / 8) {
       ByteBuf right = newCopy(ctx, joined.readableBytes()).writeBytes(joined);
       joined.release();
       joined = right;
@@ -695,6 +695,7 @@ public final class FrameSlicer {
     int type = header[3] & 0xff;
     int flags = header[4] & 0xff;
     if (length > maxFrameSize) {
+      handOnJoins(ctx);
       state = State.PASS_THROUGH;
       handOn(ctx, newCopy(ctx, FRAME_HEADER_BYTES).writeBytes(header));
       if (in.isReadable()) {
@@ -706,9 +707,14 @@ public final class FrameSlicer {
     if (length > 0 && splits(type, flags)) {
       // Each piece of the payload gets a header of its own: this one is not needed.
       startPieces(length, flags, intBE(header, 5));
+      int join = joinOf(dataStreamId);
+      if (join >= 0) {
+        gathered = takeJoin(join);
+      }
       handOnDataPiece(ctx, in, Math.min(left, in.readableBytes()), pinBase);
       return true;
     }
+    handOnJoins(ctx);
     startWhole(length, type == TYPE_DATA);
     if (wholeIsData) {
       countData(false, FRAME_HEADER_BYTES);

@@ -18,9 +18,12 @@ import io.netty.bootstrap.Bootstrap;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelHandler;
 import io.netty.channel.ChannelInitializer;
+import io.netty.channel.ChannelOption;
+import io.netty.channel.ChannelOutboundBuffer;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.netty.channel.nio.NioIoHandler;
+import io.netty.channel.socket.nio.NioServerSocketChannel;
 import io.netty.channel.socket.nio.NioSocketChannel;
 import io.pinless.testing.RawHttp2Client;
 import io.grpc.netty.NettyChannelBuilder;
@@ -32,6 +35,7 @@ import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.net.InetSocketAddress;
 import java.util.Iterator;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
@@ -51,8 +55,8 @@ import org.junit.jupiter.params.provider.EnumSource;
 class ZeroCopyReadPathTest {
   private static final int MESSAGE_BYTES = 2 << 20;
   private static final int MESSAGES = 4;
-  /** A message sent in tiny frames. */
-  private static final int TINY_FRAMED_BYTES = 200_000;
+  /** Socket buffers that hold a whole flood of tiny frames (this machine allows up to 4 MiB). */
+  private static final int FLOOD_SOCKET_BYTES = 2 << 20;
 
   private static Server clientHandshaker;
   private static Server serverHandshaker;
@@ -140,10 +144,11 @@ class ZeroCopyReadPathTest {
    */
   @ParameterizedTest
   @CsvSource({
-      "PLAINTEXT, 1, 1", "PLAINTEXT, 100, 1", "PLAINTEXT, 10, 4", "PLAINTEXT, 100, 4",
-      "ALTS, 1, 1", "ALTS, 100, 4", "TLS_JDK, 1, 1", "TLS_OPENSSL, 100, 4"})
+      "PLAINTEXT, 1, 1, 20000", "PLAINTEXT, 100, 1, 200000", "PLAINTEXT, 1, 4, 5000",
+      "PLAINTEXT, 100, 4, 50000", "ALTS, 1, 1, 20000", "ALTS, 100, 4, 50000",
+      "TLS_JDK, 1, 1, 20000", "TLS_OPENSSL, 100, 4, 50000"})
   void aMessageSentInTinyFramesReachesTheMarshallerAsNioBuffers(
-      Transport security, int frameBytes, int streams) throws Exception {
+      Transport security, int frameBytes, int streams, int messageBytes) throws Exception {
     Checking requests = new Checking(streams);
     AtomicReference<byte[]> wrong = new AtomicReference<>();
     MethodDescriptor<byte[], byte[]> upload =
@@ -166,20 +171,26 @@ class ZeroCopyReadPathTest {
           public void onCompleted() {}
         }))
         .build();
+    EventLoopGroup serverLoop = new MultiThreadIoEventLoopGroup(1, NioIoHandler.newFactory());
     Server server = NettyServerBuilder.forAddress(
             new InetSocketAddress("127.0.0.1", 0), security.server(Handshakers.address(serverHandshaker)))
+        .bossEventLoopGroup(serverLoop)
+        .workerEventLoopGroup(serverLoop)
+        .channelType(NioServerSocketChannel.class)
+        .withChildOption(ChannelOption.SO_RCVBUF, FLOOD_SOCKET_BYTES)
         .addService(service)
         .build()
         .start();
     EventLoopGroup group = new MultiThreadIoEventLoopGroup(1, NioIoHandler.newFactory());
     try {
       RawHttp2Client client = new RawHttp2Client(security.secure(),
-          "/" + upload.getFullMethodName(), streams, TINY_FRAMED_BYTES, frameBytes, 16384);
+          "/" + upload.getFullMethodName(), streams, messageBytes, frameBytes, 16384);
       HostileFraming.Security transport = HostileFraming.Security.valueOf(security.name());
       String handshaker = Handshakers.address(clientHandshaker);
-      new Bootstrap()
+      Channel channel = new Bootstrap()
           .group(group)
           .channel(NioSocketChannel.class)
+          .option(ChannelOption.SO_SNDBUF, FLOOD_SOCKET_BYTES)
           .handler(new ChannelInitializer<Channel>() {
             @Override
             protected void initChannel(Channel ch) throws Exception {
@@ -192,9 +203,28 @@ class ZeroCopyReadPathTest {
             }
           })
           .connect(new InetSocketAddress("127.0.0.1", server.getPort()))
-          .sync();
+          .sync()
+          .channel();
       client.ready().get(30, TimeUnit.SECONDS);
-      client.sendUntil(TINY_FRAMED_BYTES).get(120, TimeUnit.SECONDS);
+      // A flood: the server's loop waits until the client has written every frame into the
+      // socket (whose buffers hold them all), so its reads find the socket full. (A sender slower than the reader makes reads that carry under
+      // 1 KiB of a stream; their joins go on small, and gRPC copies runs of them.)
+      CountDownLatch flooded = new CountDownLatch(1);
+      serverLoop.next().execute(() -> {
+        try {
+          flooded.await(60, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+        }
+      });
+      CompletableFuture<Void> read = client.sendUntil(messageBytes);
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+      while ((client.payloadSent() < (long) streams * messageBytes || pendingWrites(channel) > 0)
+          && System.nanoTime() < deadline) {
+        Thread.sleep(5);
+      }
+      flooded.countDown();
+      read.get(120, TimeUnit.SECONDS);
       assertTrue(requests.received.await(30, TimeUnit.SECONDS), "every message arrived");
       assertEquals(null, wrong.get(), "messages arrive intact");
       assertEquals(streams, requests.zeroCopy.get(),
@@ -202,6 +232,15 @@ class ZeroCopyReadPathTest {
     } finally {
       group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
       server.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+      serverLoop.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
     }
+  }
+
+  /** Bytes the client's channel has not yet written to its socket. */
+  private static long pendingWrites(Channel channel) throws Exception {
+    return channel.eventLoop().submit(() -> {
+      ChannelOutboundBuffer out = channel.unsafe().outboundBuffer();
+      return out == null ? 0L : out.totalPendingWriteBytes();
+    }).get();
   }
 }
