@@ -33,6 +33,10 @@ public final class PinlessMetrics {
      * cumulation never holds a byte.
      */
     UNCONSUMED_HAND_ONS("unconsumed_hand_ons"),
+    /** Message bytes a marshaller handed to the application as views of the received buffers. */
+    MESSAGE_BYTES_ALIASED("message_bytes_aliased"),
+    /** Message bytes a marshaller parsed by copying them out of the received buffers. */
+    MESSAGE_BYTES_COPIED("message_bytes_copied"),
     /** Gauge: pooled bytes handed to gRPC and still held there, as the read budgets count them. */
     TRACKED_BYTES("tracked_bytes");
 

@@ -1,0 +1,145 @@
+package io.pinless.grpc;
+
+import io.grpc.Drainable;
+import io.grpc.KnownLength;
+import io.grpc.MethodDescriptor;
+import io.pinless.PinlessMetrics.Metric;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+import java.util.List;
+
+/**
+ * A marshaller of raw message bytes: a received {@link Payload} gives the application views of
+ * the buffers the message arrived in, with no copy and no parsing. Use it for methods whose
+ * messages the application forwards or stores as they are.
+ *
+ * <p>A received payload is zero-copy when gRPC's message stream is {@link KnownLength},
+ * {@link io.grpc.HasByteBuffer} and {@link io.grpc.Detachable} with every piece in an NIO buffer
+ * (uncompressed messages on grpc-netty). Such a payload must be closed. Otherwise the bytes are
+ * copied into one heap buffer and the close only marks the payload closed.
+ *
+ * <p>Memory: holds nothing itself. What a received payload holds is described on {@link Payload}.
+ */
+public final class PayloadMarshaller implements MethodDescriptor.Marshaller<Payload> {
+  /** The marshaller; it keeps no state of its own. */
+  public static final PayloadMarshaller INSTANCE = new PayloadMarshaller();
+
+  private PayloadMarshaller() {}
+
+  /**
+   * The bytes of {@code payload} for gRPC to send; it reads them before {@code sendMessage}
+   * returns, so the payload may be closed then.
+   */
+  @Override
+  public InputStream stream(Payload payload) {
+    return new PayloadStream(payload.duplicates(), payload.size());
+  }
+
+  /** A payload of the received message in {@code stream}; the caller must close it. */
+  @Override
+  public Payload parse(InputStream stream) {
+    try {
+      if (ReceivedBuffers.detachable(stream)) {
+        ReceivedBuffers received = ReceivedBuffers.detach(stream);
+        if (received == null) {
+          return Payload.of();
+        }
+        Metric.MESSAGE_BYTES_ALIASED.add(received.size());
+        return Payload.received(received);
+      }
+      byte[] bytes = stream.readAllBytes();
+      Metric.MESSAGE_BYTES_COPIED.add(bytes.length);
+      return Payload.wrap(bytes);
+    } catch (IOException e) {
+      throw new UncheckedIOException("reading a received message", e);
+    }
+  }
+
+  /** Reads the buffers of a payload in order; drains them without an intermediate copy. */
+  private static final class PayloadStream extends InputStream implements KnownLength, Drainable {
+    /** Bytes per write when draining a buffer with no array. */
+    private static final int DRAIN_CHUNK = 8192;
+
+    /** The payload's buffers; read by advancing their positions. */
+    private final List<ByteBuffer> buffers;
+    /** Index of the first buffer with bytes left. */
+    private int current;
+    /** Bytes left over all buffers. */
+    private long left;
+
+    PayloadStream(List<ByteBuffer> buffers, long size) {
+      this.buffers = buffers;
+      this.left = size;
+    }
+
+    /** The first buffer with bytes left, or null at the end. */
+    private ByteBuffer head() {
+      while (current < buffers.size()) {
+        ByteBuffer b = buffers.get(current);
+        if (b.hasRemaining()) {
+          return b;
+        }
+        current++;
+      }
+      return null;
+    }
+
+    @Override
+    public int read() {
+      ByteBuffer b = head();
+      if (b == null) {
+        return -1;
+      }
+      left--;
+      return b.get() & 0xff;
+    }
+
+    @Override
+    public int read(byte[] dest, int offset, int length) {
+      if (length == 0) {
+        return 0;
+      }
+      ByteBuffer b = head();
+      if (b == null) {
+        return -1;
+      }
+      int n = Math.min(length, b.remaining());
+      b.get(dest, offset, n);
+      left -= n;
+      return n;
+    }
+
+    @Override
+    public int available() {
+      return (int) Math.min(Integer.MAX_VALUE, left);
+    }
+
+    @Override
+    public int drainTo(OutputStream target) throws IOException {
+      int drained = 0;
+      byte[] chunk = null;
+      for (ByteBuffer b; (b = head()) != null; ) {
+        int n = b.remaining();
+        if (b.hasArray()) {
+          target.write(b.array(), b.arrayOffset() + b.position(), n);
+          b.position(b.limit());
+        } else {
+          if (chunk == null) {
+            chunk = new byte[Math.min(DRAIN_CHUNK, n)];
+          }
+          while (b.hasRemaining()) {
+            int part = Math.min(chunk.length, b.remaining());
+            b.get(chunk, 0, part);
+            target.write(chunk, 0, part);
+          }
+        }
+        drained += n;
+        left -= n;
+      }
+      return drained;
+    }
+  }
+}

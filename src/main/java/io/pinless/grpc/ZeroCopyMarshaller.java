@@ -1,0 +1,391 @@
+package io.pinless.grpc;
+
+import static java.util.Objects.requireNonNull;
+
+import com.google.protobuf.ByteString;
+import com.google.protobuf.CodedInputStream;
+import com.google.protobuf.ExtensionRegistryLite;
+import com.google.protobuf.InvalidProtocolBufferException;
+import com.google.protobuf.MessageLite;
+import com.google.protobuf.Parser;
+import com.google.protobuf.UnsafeByteOperations;
+import io.grpc.KnownLength;
+import io.grpc.MethodDescriptor;
+import io.grpc.Status;
+import io.grpc.protobuf.lite.ProtoLiteUtils;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufAllocator;
+import io.netty.util.ResourceLeakDetector;
+import io.netty.util.ResourceLeakDetectorFactory;
+import io.netty.util.ResourceLeakTracker;
+import io.pinless.PinlessMetrics.Metric;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.lang.ref.Reference;
+import java.lang.ref.ReferenceQueue;
+import java.lang.ref.WeakReference;
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * A protobuf marshaller whose received messages alias the buffers they arrived in: a
+ * {@code bytes} field comes out as a view of the received memory, not a copy. It replaces
+ * {@link ProtoLiteUtils#marshaller} on the receiving side of a method.
+ *
+ * <pre>
+ *   ZeroCopyMarshaller&lt;Chunk&gt; chunks = ZeroCopyMarshaller.of(Chunk.getDefaultInstance());
+ *   MethodDescriptor&lt;ChunkRequest, Chunk&gt; download =
+ *       method.toBuilder().setResponseMarshaller(chunks).build();
+ *   ...
+ *   try (ZeroCopyMarshaller.Lease lease = chunks.lease(chunk)) {
+ *     out.write(chunk.getData().asReadOnlyByteBufferList());
+ *   }
+ * </pre>
+ *
+ * <p>Ownership: a message parsed on the zero-copy path owns the buffers of its bytes until
+ * {@link #release} (or closing its {@link #lease}). After that its {@code bytes} fields read
+ * memory that may hold another message: the application must not touch the message again. A
+ * message never released is reported by Netty's leak detector and its buffers are freed once it
+ * is garbage-collected and this marshaller next runs.
+ *
+ * <p>The zero-copy path needs gRPC's message stream to be {@link KnownLength},
+ * {@link io.grpc.HasByteBuffer} and {@link io.grpc.Detachable} with every piece in an NIO buffer
+ * (uncompressed messages on grpc-netty). Otherwise, and for empty messages, it parses by copying
+ * as {@link ProtoLiteUtils} does, and the message needs no release. {@link #isZeroCopy} tells the
+ * two apart.
+ *
+ * <pre>
+ *   pieces of one message:  [ 16 KiB direct ][ 40 B heap ][ 1 MiB direct ]
+ *   parsed from:            [ view         ][ staged copy ][ view        ]
+ *                                           (pooled direct)
+ * </pre>
+ *
+ * <p>Pieces under {@value #MIN_ALIASED_PIECE} bytes and heap pieces are copied into one pooled
+ * direct staging buffer: protobuf's decoder aliases only when every piece is direct, and its rope
+ * joins pieces under 128 bytes into a heap array. A message with no piece left to alias is parsed
+ * by copying.
+ *
+ * <p>Memory: per unreleased message, its received buffers, the staging buffer if any, and one
+ * map entry. A released message keeps a small entry, so that a second release fails, until it is
+ * garbage-collected.
+ *
+ * <p>Thread safety: every method may be called from any thread.
+ */
+public final class ZeroCopyMarshaller<T extends MessageLite>
+    implements MethodDescriptor.PrototypeMarshaller<T> {
+  /** Smallest piece aliased: protobuf's rope copies joined pieces under 128 bytes to the heap. */
+  static final int MIN_ALIASED_PIECE = 128;
+
+  private static final ResourceLeakDetector<Object> LEAKS = leakDetector();
+
+  /** The message type's default instance: the prototype and the parse of an empty message. */
+  private final T prototype;
+  /** Parses the message type. */
+  private final Parser<T> parser;
+  /** Sends, and parses what cannot be aliased. */
+  private final MethodDescriptor.Marshaller<T> copying;
+  /** Zero-copy messages not yet collected, released or not, by message identity. */
+  private final ConcurrentHashMap<MessageKey, Held> held = new ConcurrentHashMap<>();
+  /** Where the keys of collected messages arrive. */
+  private final ReferenceQueue<Object> collected = new ReferenceQueue<>();
+
+  private ZeroCopyMarshaller(T prototype) {
+    this.prototype = prototype;
+    @SuppressWarnings("unchecked")
+    Parser<T> parser = (Parser<T>) prototype.getParserForType();
+    this.parser = parser;
+    this.copying = ProtoLiteUtils.marshaller(prototype);
+  }
+
+  /** A marshaller for the type of {@code defaultInstance}. */
+  public static <T extends MessageLite> ZeroCopyMarshaller<T> of(T defaultInstance) {
+    return new ZeroCopyMarshaller<>(requireNonNull(defaultInstance, "defaultInstance"));
+  }
+
+  /** Serializes {@code message} for sending, as {@link ProtoLiteUtils#marshaller} does. */
+  @Override
+  public InputStream stream(T message) {
+    return copying.stream(message);
+  }
+
+  /**
+   * Parses a received message, aliasing its buffers when {@code stream} allows it; such a message
+   * must be {@linkplain #release released}. Throws {@link io.grpc.StatusRuntimeException} with
+   * {@link Status#INTERNAL} for bytes that are not a valid message; nothing is held then.
+   */
+  @Override
+  public T parse(InputStream stream) {
+    purge();
+    if (!ReceivedBuffers.detachable(stream)) {
+      return parseCopying(stream);
+    }
+    ReceivedBuffers buffers;
+    try {
+      buffers = ReceivedBuffers.detach(stream);
+    } catch (IOException e) {
+      throw new UncheckedIOException("reading the pieces of a received message", e);
+    }
+    if (buffers == null) {
+      return prototype;
+    }
+    ByteBuf staging = null;
+    try {
+      staging = stage(buffers.pieces());
+      T message = parseAliased(buffers, staging);
+      if (buffers.held()) {
+        Held h = new Held(buffers, staging, LEAKS.track(message));
+        held.put(new MessageKey(message, collected), h);
+      }
+      return message;
+    } catch (RuntimeException | Error e) {
+      buffers.release();
+      if (staging != null) {
+        staging.release();
+      }
+      throw e;
+    }
+  }
+
+  /**
+   * Parses from views of the pieces, or from a copy when no piece can be aliased. Releases
+   * {@code buffers} and {@code staging} when the message holds neither.
+   */
+  private T parseAliased(ReceivedBuffers buffers, ByteBuf staging) {
+    List<ByteBuffer> pieces = buffers.pieces();
+    long aliased = 0;
+    List<ByteString> parts = new ArrayList<>(pieces.size());
+    int runStart = -1;
+    for (ByteBuffer piece : pieces) {
+      if (aliasable(piece)) {
+        if (runStart >= 0) {
+          parts.add(stagedRun(staging, runStart));
+          runStart = -1;
+        }
+        parts.add(UnsafeByteOperations.unsafeWrap(piece));
+        aliased += piece.remaining();
+      } else {
+        if (runStart < 0) {
+          runStart = staging.writerIndex();
+        }
+        staging.writeBytes(piece.duplicate());
+      }
+    }
+    if (runStart >= 0) {
+      parts.add(stagedRun(staging, runStart));
+    }
+    if (aliased == 0) {
+      // Nothing of the message would alias a received buffer: copy it to the heap and let go.
+      T message = parseFrom(ByteString.copyFrom(parts).toByteArray());
+      release(buffers, staging);
+      Metric.MESSAGE_BYTES_COPIED.add(buffers.size());
+      return message;
+    }
+    CodedInputStream in = ByteString.copyFrom(parts).newCodedInput();
+    in.enableAliasing(true);
+    T message = parseFrom(in);
+    if (message == prototype) {
+      release(buffers, staging);
+      return message;
+    }
+    Metric.MESSAGE_BYTES_ALIASED.add(aliased);
+    Metric.MESSAGE_BYTES_COPIED.add(buffers.size() - aliased);
+    return message;
+  }
+
+  /**
+   * A pooled direct buffer sized for the pieces that cannot be aliased, or null when there are
+   * none. Caller must release.
+   */
+  private static ByteBuf stage(List<ByteBuffer> pieces) {
+    int bytes = 0;
+    for (ByteBuffer piece : pieces) {
+      if (!aliasable(piece)) {
+        bytes += piece.remaining();
+      }
+    }
+    return bytes == 0 ? null : ByteBufAllocator.DEFAULT.directBuffer(bytes, bytes);
+  }
+
+  private static boolean aliasable(ByteBuffer piece) {
+    return piece.isDirect() && piece.remaining() >= MIN_ALIASED_PIECE;
+  }
+
+  /** A view of {@code staging} from {@code start} to its writer index. */
+  private static ByteString stagedRun(ByteBuf staging, int start) {
+    return UnsafeByteOperations.unsafeWrap(staging.nioBuffer(start, staging.writerIndex() - start));
+  }
+
+  private static void release(ReceivedBuffers buffers, ByteBuf staging) {
+    buffers.release();
+    if (staging != null) {
+      staging.release();
+    }
+  }
+
+  private T parseCopying(InputStream stream) {
+    int size = 0;
+    if (stream instanceof KnownLength) {
+      try {
+        size = stream.available();
+      } catch (IOException e) {
+        throw new UncheckedIOException("reading the length of a received message", e);
+      }
+    }
+    T message = copying.parse(stream);
+    Metric.MESSAGE_BYTES_COPIED.add(size);
+    return message;
+  }
+
+  private T parseFrom(byte[] bytes) {
+    return parseFrom(CodedInputStream.newInstance(bytes));
+  }
+
+  /** Parses the whole of {@code in}, with no size limit: gRPC has enforced its own. */
+  private T parseFrom(CodedInputStream in) {
+    in.setSizeLimit(Integer.MAX_VALUE);
+    try {
+      T message = parser.parseFrom(in, ExtensionRegistryLite.getEmptyRegistry());
+      in.checkLastTagWas(0);
+      return message;
+    } catch (InvalidProtocolBufferException e) {
+      throw Status.INTERNAL
+          .withDescription("Invalid protobuf byte sequence")
+          .withCause(e)
+          .asRuntimeException();
+    }
+  }
+
+  /** The default instance this marshaller was made with. */
+  @Override
+  public T getMessagePrototype() {
+    return prototype;
+  }
+
+  /** The class of the messages this marshaller parses. */
+  @Override
+  @SuppressWarnings("unchecked")
+  public Class<T> getMessageClass() {
+    return (Class<T>) prototype.getClass();
+  }
+
+  /**
+   * Gives back the received buffers {@code message} aliases; the message must not be used after.
+   * Does nothing for a message parsed by copying. Throws {@link IllegalStateException} when the
+   * message was released already.
+   */
+  public void release(T message) {
+    requireNonNull(message, "message");
+    purge();
+    Held h = held.get(new MessageKey(message, null));
+    if (h != null) {
+      h.release(message);
+    }
+  }
+
+  /** Releases {@code message} when closed; for try-with-resources. */
+  public Lease lease(T message) {
+    requireNonNull(message, "message");
+    return () -> release(message);
+  }
+
+  /** Whether {@code message} aliases received buffers that are not released yet. */
+  public boolean isZeroCopy(T message) {
+    requireNonNull(message, "message");
+    purge();
+    Held h = held.get(new MessageKey(message, null));
+    return h != null && h.buffers.held();
+  }
+
+  /** Frees the buffers of messages collected without a release, and forgets released ones. */
+  private void purge() {
+    Reference<?> key;
+    while ((key = collected.poll()) != null) {
+      Held h = held.remove(key);
+      if (h != null) {
+        h.releaseCollected();
+      }
+    }
+  }
+
+  /**
+   * The release of one message: closing it calls {@link #release}, so a second close throws
+   * {@link IllegalStateException} for a zero-copy message.
+   */
+  public interface Lease extends AutoCloseable {
+    /** Releases the message. */
+    @Override
+    void close();
+  }
+
+  /** What one zero-copy message holds. */
+  private static final class Held {
+    /** The message's received pieces. */
+    final ReceivedBuffers buffers;
+    /** Copies of the pieces that could not be aliased, or null; owned. */
+    private final ByteBuf staging;
+    /** Reports the message if it is collected unreleased; null when not sampled. */
+    private final ResourceLeakTracker<Object> leak;
+
+    Held(ReceivedBuffers buffers, ByteBuf staging, ResourceLeakTracker<Object> leak) {
+      this.buffers = buffers;
+      this.staging = staging;
+      this.leak = leak;
+    }
+
+    void release(Object message) {
+      if (!buffers.release()) {
+        throw new IllegalStateException(
+            "message of " + message.getClass().getName() + " released twice");
+      }
+      if (staging != null) {
+        staging.release();
+      }
+      if (leak != null) {
+        leak.close(message);
+      }
+    }
+
+    /** Frees what a message collected without a release held; the detector reports it. */
+    void releaseCollected() {
+      if (buffers.release() && staging != null) {
+        staging.release();
+      }
+    }
+  }
+
+  /** A weak reference to a message, equal to another only for the same message object. */
+  private static final class MessageKey extends WeakReference<Object> {
+    private final int hash;
+
+    MessageKey(Object message, ReferenceQueue<Object> queue) {
+      super(message, queue);
+      this.hash = System.identityHashCode(message);
+    }
+
+    @Override
+    public int hashCode() {
+      return hash;
+    }
+
+    @Override
+    public boolean equals(Object o) {
+      if (this == o) {
+        return true;
+      }
+      if (!(o instanceof MessageKey)) {
+        return false;
+      }
+      Object referent = get();
+      return referent != null && referent == ((MessageKey) o).get();
+    }
+  }
+
+  @SuppressWarnings({"unchecked", "rawtypes"})
+  private static ResourceLeakDetector<Object> leakDetector() {
+    return (ResourceLeakDetector)
+        ResourceLeakDetectorFactory.instance().newResourceLeakDetector(ZeroCopyMarshaller.class);
+  }
+}
