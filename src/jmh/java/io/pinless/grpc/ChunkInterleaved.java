@@ -8,7 +8,7 @@ import io.grpc.MethodDescriptor;
 import io.grpc.Server;
 import io.grpc.alts.AltsChannelCredentials;
 import io.grpc.alts.AltsServerCredentials;
-import io.grpc.protobuf.ProtoUtils;
+import io.grpc.protobuf.lite.ProtoLiteUtils;
 import io.netty.buffer.PooledByteBufAllocator;
 import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
@@ -16,10 +16,12 @@ import io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.netty.channel.nio.NioIoHandler;
 import io.netty.channel.socket.nio.NioServerSocketChannel;
 import io.netty.channel.socket.nio.NioSocketChannel;
+import io.pinless.PinlessMetrics;
 import io.pinless.alts.handshake.LocalHandshakerMain;
 import io.pinless.testing.Chunk;
 import io.pinless.testing.ChunkDownloads;
 import io.pinless.testing.ChunkRequest;
+import io.pinless.testing.ChunkService;
 import java.lang.management.ManagementFactory;
 import java.net.InetSocketAddress;
 import java.util.ArrayList;
@@ -27,6 +29,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.LongAdder;
 import java.util.function.Consumer;
 
 /**
@@ -47,16 +50,17 @@ import java.util.function.Consumer;
  *   <li>{@code pinless}: pinless's plaintext credentials, chunks parsed by {@link
  *       ZeroCopyMarshaller} (the data field a view of the received buffers), each released once
  *       checked;
- *   <li>{@code stock}: grpc-netty's plaintext credentials, chunks parsed by protobuf's
- *       marshaller ({@code ProtoUtils.marshaller}, which is {@code ProtoLiteUtils}');
+ *   <li>{@code stock}: grpc-netty's plaintext credentials, chunks parsed by {@code
+ *       ProtoLiteUtils}' marshaller;
  *   <li>{@code pinless-alts}: pinless's ALTS credentials, the zero-copy marshaller;
  *   <li>{@code stock-alts}: grpc-alts (on grpc-netty-shaded), protobuf's marshaller.
  * </ul>
  * Variants come in pairs, and each pair's ratios are the first over the second: {@code
  * pinless,stock,stock,stock} gives pinless over stock and a stock-against-stock control. Every
  * plaintext client connects to one stock grpc-netty server and every ALTS client to one grpc-alts
- * server, which stream chunks they encoded once ({@link ChunkDownloads}): the server's work is the
- * same for every client, and what differs is the receive path.
+ * server, both running {@link ChunkService}: each chunk's data is a view of one pattern made once,
+ * so the server's work per byte is gRPC's own (framing, writing, and for ALTS sealing), the same
+ * for every client. What differs is the receive path.
  *
  * <p>Per window and variant it prints payload MB/s, then CPU nanoseconds and heap bytes allocated
  * per payload byte, each twice: by the client's event loop thread, and by the whole process. With
@@ -65,7 +69,9 @@ import java.util.function.Consumer;
  * process's add the server's send path, which is the same for both variants of a pair and so
  * dilutes their ratio, and the garbage collector's threads, which bear the cost of what the
  * receive path allocated. At the end, per pair and figure, the rounds' ratios are summarized
- * ({@link Interleaved#summarize}).
+ * ({@link Interleaved#summarize}), and per pinless variant the share of message bytes the
+ * zero-copy marshaller could only parse by copying (whole messages whose received pieces gRPC
+ * did not offer as NIO buffers).
  */
 public final class ChunkInterleaved {
   private static final com.sun.management.ThreadMXBean THREADS =
@@ -76,24 +82,40 @@ public final class ChunkInterleaved {
 
   private ChunkInterleaved() {}
 
-  /** What a client does with a received chunk: the marshaller that parses it and its release. */
-  private record Receiving(MethodDescriptor.Marshaller<Chunk> marshaller, Consumer<Chunk> release) {
+  /**
+   * What a client does with a received chunk: the marshaller that parses it, and its release,
+   * which counts the bytes of the chunks the zero-copy marshaller could only parse by copying.
+   */
+  private record Receiving(MethodDescriptor.Marshaller<Chunk> marshaller, Consumer<Chunk> release,
+      LongAdder parsedByCopying) {
     static Receiving zeroCopy() {
-      return protobuf();
+      ZeroCopyMarshaller<Chunk> marshaller = ZeroCopyMarshaller.of(Chunk.getDefaultInstance());
+      LongAdder copying = new LongAdder();
+      return new Receiving(marshaller, chunk -> {
+        if (!marshaller.isZeroCopy(chunk)) {
+          copying.add(chunk.getSerializedSize());
+        }
+        marshaller.release(chunk);
+      }, copying);
     }
 
     static Receiving protobuf() {
-      return new Receiving(ProtoUtils.marshaller(Chunk.getDefaultInstance()), chunk -> {});
+      return new Receiving(
+          ProtoLiteUtils.marshaller(Chunk.getDefaultInstance()), chunk -> {}, null);
     }
   }
 
   /** One client, connected: its channel, its event loop thread, and what shuts it down. */
   private record Client(String variant, ManagedChannel channel, long loopThread,
-      MethodDescriptor<ChunkRequest, Chunk> method, Consumer<Chunk> release,
-      AutoCloseable loops) {
+      MethodDescriptor<ChunkRequest, Chunk> method, Receiving receiving, AutoCloseable loops) {
     long download(int count, int size) throws Exception {
-      return ChunkDownloads.download(channel, method, count, size, release)
+      return ChunkDownloads.download(channel, method, count, size, receiving.release())
           .get(60, TimeUnit.SECONDS);
+    }
+
+    /** Bytes of chunks the zero-copy marshaller parsed by copying so far; 0 for protobuf's. */
+    long parsedByCopying() {
+      return receiving.parsedByCopying() == null ? 0 : receiving.parsedByCopying().sum();
     }
 
     void close() throws Exception {
@@ -103,8 +125,8 @@ public final class ChunkInterleaved {
   }
 
   /** One window's figures; per byte means per payload byte. */
-  private record Window(double megabytesPerSecond, double loopCpuPerByte, double cpuPerByte,
-      double loopHeapPerByte, double heapPerByte) {
+  private record Window(long payloadBytes, double megabytesPerSecond, double loopCpuPerByte,
+      double cpuPerByte, double loopHeapPerByte, double heapPerByte) {
     static final String[] NAMES = {
       "MB/s", "loop CPU ns/B", "process CPU ns/B", "loop heap B/B", "process heap B/B"};
 
@@ -143,7 +165,7 @@ public final class ChunkInterleaved {
             .channelType(NioServerSocketChannel.class)
             .withChildOption(ChannelOption.ALLOCATOR, PooledByteBufAllocator.DEFAULT)
             .directExecutor()
-            .addService(ChunkDownloads.service())
+            .addService(ChunkService.service())
             .build()
             .start();
         closing.add(() -> group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync());
@@ -180,7 +202,7 @@ public final class ChunkInterleaved {
             .channelType(
                 io.grpc.netty.shaded.io.netty.channel.socket.nio.NioServerSocketChannel.class)
             .directExecutor()
-            .addService(ChunkDownloads.service())
+            .addService(ChunkService.service())
             .build()
             .start();
         closing.add(() -> group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync());
@@ -230,6 +252,13 @@ public final class ChunkInterleaved {
           window(clients.get((v + r) % variants.length), count, chunkBytes, seconds);
         }
       }
+      long aliased = PinlessMetrics.Metric.MESSAGE_BYTES_ALIASED.value();
+      long copied = PinlessMetrics.Metric.MESSAGE_BYTES_COPIED.value();
+      long[] parsedByCopying = new long[variants.length];
+      long[] payload = new long[variants.length];
+      for (int v = 0; v < variants.length; v++) {
+        parsedByCopying[v] = clients.get(v).parsedByCopying();
+      }
       int pairs = variants.length / 2;
       double[][][] ratios = new double[pairs][Window.NAMES.length][rounds];
       List<List<Window>> all = new ArrayList<>();
@@ -243,6 +272,7 @@ public final class ChunkInterleaved {
           int v = (k + r) % variants.length;
           got[v] = window(clients.get(v), count, chunkBytes, seconds);
           all.get(v).add(got[v]);
+          payload[v] += got[v].payloadBytes();
         }
         StringBuilder line = new StringBuilder(String.format(Locale.ROOT, "%5d", r + 1));
         for (Window w : got) {
@@ -275,6 +305,18 @@ public final class ChunkInterleaved {
           Interleaved.summarize(String.format(Locale.ROOT, "%s (%d) / %s (%d), %s",
               variants[2 * p], 2 * p + 1, variants[2 * p + 1], 2 * p + 2, Window.NAMES[f]),
               ratios[p][f]);
+        }
+      }
+      System.out.printf(Locale.ROOT,
+          "pinless's message bytes in the measured rounds: %,d aliased, %,d copied%n",
+          PinlessMetrics.Metric.MESSAGE_BYTES_ALIASED.value() - aliased,
+          PinlessMetrics.Metric.MESSAGE_BYTES_COPIED.value() - copied);
+      for (int v = 0; v < variants.length; v++) {
+        if (clients.get(v).receiving().parsedByCopying() != null) {
+          long n = clients.get(v).parsedByCopying() - parsedByCopying[v];
+          System.out.printf(Locale.ROOT,
+              "%s (%d): %,d of %,d message bytes parsed by copying (%.1f%%)%n",
+              variants[v], v + 1, n, payload[v], 100.0 * n / payload[v]);
         }
       }
     } finally {
@@ -335,8 +377,8 @@ public final class ChunkInterleaved {
         .maxInboundMessageSize(MAX_MESSAGE_BYTES)
         .build();
     long thread = group.next().submit(() -> Thread.currentThread().getId()).get();
-    return new Client(variant, channel, thread, ChunkDownloads.download(receiving.marshaller()),
-        receiving.release(), () -> group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync());
+    return new Client(variant, channel, thread, ChunkService.download(receiving.marshaller()),
+        receiving, () -> group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync());
   }
 
   /** A client on grpc-netty-shaded (which grpc-alts runs on) with one event loop thread. */
@@ -352,8 +394,8 @@ public final class ChunkInterleaved {
         .maxInboundMessageSize(MAX_MESSAGE_BYTES)
         .build();
     long thread = group.next().submit(() -> Thread.currentThread().getId()).get();
-    return new Client(variant, channel, thread, ChunkDownloads.download(receiving.marshaller()),
-        receiving.release(), () -> group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync());
+    return new Client(variant, channel, thread, ChunkService.download(receiving.marshaller()),
+        receiving, () -> group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync());
   }
 
   /** Downloads until {@code seconds} have passed (whole calls); returns the window's figures. */
@@ -373,6 +415,7 @@ public final class ChunkInterleaved {
     } while (now < end);
     double p = payload;
     return new Window(
+        payload,
         payload * 1e3 / (now - start),
         (THREADS.getThreadCpuTime(client.loopThread()) - loopCpu) / p,
         (ReadPathBenchmark.Bytes.processCpuNanos() - cpu) / p,
