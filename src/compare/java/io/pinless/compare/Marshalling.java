@@ -37,12 +37,12 @@ enum Marshalling {
   ZERO_COPY("zero-copy", 2);
 
   final String name;
-  /** Copies of each payload byte made by the parse a stock variant runs here. */
-  final int stockParseCopies;
+  /** Copies of each payload byte made by the parse, unless it is the zero-copy marshaller's. */
+  final int parseCopies;
 
-  Marshalling(String name, int stockParseCopies) {
+  Marshalling(String name, int parseCopies) {
     this.name = name;
-    this.stockParseCopies = stockParseCopies;
+    this.parseCopies = parseCopies;
   }
 
   static Marshalling byName(String name) {

@@ -191,7 +191,7 @@ public final class VariantRun {
    */
   private void addCopies(JsonObject o, long[] before, long[] after, long payloadBytes) {
     int known = variant.cipherCopies()
-        + (options.marshaller.zeroCopy(variant) ? 0 : options.marshaller.stockParseCopies);
+        + (options.marshaller.zeroCopy(variant) ? 0 : options.marshaller.parseCopies);
     if (!variant.pinless()) {
       o.addProperty("copiesPerPayloadByte", known);
       o.addProperty("copiesLowerBound", true);
