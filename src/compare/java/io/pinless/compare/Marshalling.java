@@ -54,6 +54,14 @@ enum Marshalling {
     return null;
   }
 
+  /** What parses the download's messages in {@code variant}. */
+  String parser(Variant variant) {
+    if (this == BYTES) {
+      return "a read into an array";
+    }
+    return zeroCopy(variant) ? "ZeroCopyMarshaller" : "ProtoLiteUtils";
+  }
+
   /** Whether {@code variant} parses with the zero-copy marshaller (and counts its copies). */
   boolean zeroCopy(Variant variant) {
     return this == ZERO_COPY && variant.pinless();

@@ -232,13 +232,17 @@ final class Report {
     return lines;
   }
 
-  /** One line per variant with a download: how its copies per payload byte were made. */
+  /**
+   * One line per variant with a download: how its copies per payload byte were made. With
+   * several rounds the figure is their median, and the line shows the first round's terms.
+   */
   static List<String> copiesLines(List<JsonObject> variants) {
     List<String> lines = new ArrayList<>();
     for (JsonObject v : variants) {
       JsonObject download = v.has("download") ? v.getAsJsonObject("download") : null;
       if (download != null && download.has("copiesFormula")) {
-        lines.add("copies per payload byte, " + v.get("variant").getAsString() + ": "
+        lines.add("copies per payload byte, " + v.get("variant").getAsString()
+            + (v.has("rounds") ? ", first round: " : ": ")
             + download.get("copiesFormula").getAsString());
       }
     }

@@ -198,7 +198,7 @@ public final class VariantRun {
       o.addProperty("copiesFormula", String.format(Locale.ROOT,
           "at least %d: %d decrypting, %d by the parse (%s); the transport's own copies are not"
               + " counted", known, variant.cipherCopies(), known - variant.cipherCopies(),
-          options.marshaller.name));
+          options.marshaller.parser(variant)));
       return;
     }
     long data = after[0] - before[0];
@@ -216,9 +216,9 @@ public final class VariantRun {
     o.addProperty("copiesLowerBound", false);
     o.addProperty("copiesFormula", String.format(Locale.ROOT,
         "(DATA %d + RECORD %d + MESSAGE %d + fallback's second copy %d bytes) / %d payload bytes"
-            + " = %.4f, + %d known (%d decrypting, %d by the parse)", data, records, messages,
+            + " = %.4f, + %d known (%d decrypting, %d by the parse, %s)", data, records, messages,
         fallback, payloadBytes, counted, known, variant.cipherCopies(),
-        known - variant.cipherCopies()));
+        known - variant.cipherCopies(), options.marshaller.parser(variant)));
   }
 
   private JsonObject small(Variant.Stack stack, List<ManagedChannel> clients) throws Exception {

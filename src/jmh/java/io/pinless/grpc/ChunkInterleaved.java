@@ -56,7 +56,8 @@ import java.util.function.Consumer;
  *   <li>{@code stock-alts}: grpc-alts (on grpc-netty-shaded), protobuf's marshaller.
  * </ul>
  * Variants come in pairs, and each pair's ratios are the first over the second: {@code
- * pinless,stock,stock,stock} gives pinless over stock and a stock-against-stock control. Every
+ * pinless,stock,stock,stock} gives pinless over stock and a stock-against-stock control. The
+ * control shows how far two identical clients differ; read a pair's interval against it. Every
  * plaintext client connects to one stock grpc-netty server and every ALTS client to one grpc-alts
  * server, both running {@link ChunkService}: each chunk's data is a view of one pattern made once,
  * so the server's work per byte is gRPC's own (framing, writing, and for ALTS sealing), the same
