@@ -19,6 +19,7 @@ import io.netty.util.ResourceLeakDetector;
 import io.netty.util.ResourceLeakDetectorFactory;
 import io.netty.util.ResourceLeakTracker;
 import io.pinless.PinlessMetrics.Metric;
+import java.io.FilterInputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
@@ -55,7 +56,8 @@ import java.util.concurrent.ConcurrentHashMap;
  * {@link io.grpc.HasByteBuffer} and {@link io.grpc.Detachable} with every piece in an NIO buffer
  * (uncompressed messages on grpc-netty). Otherwise, and for empty messages, it parses by copying
  * as {@link ProtoLiteUtils} does, and the message needs no release. {@link #isZeroCopy} tells the
- * two apart.
+ * two apart. grpc-core copies runs of pieces under 1 KiB into heap arrays that offer no NIO
+ * buffer, so a message that arrived partly in such runs is copied.
  *
  * <pre>
  *   pieces of one message:  [ 16 KiB direct ][ 40 B heap ][ 1 MiB direct ]
@@ -226,13 +228,17 @@ public final class ZeroCopyMarshaller<T extends MessageLite>
   }
 
   private T parseCopying(InputStream stream) {
-    int size = 0;
-    if (stream instanceof KnownLength) {
-      try {
-        size = stream.available();
-      } catch (IOException e) {
-        throw new UncheckedIOException("reading the length of a received message", e);
-      }
+    if (!(stream instanceof KnownLength)) {
+      CountingStream counted = new CountingStream(stream);
+      T message = copying.parse(counted);
+      Metric.MESSAGE_BYTES_COPIED.add(counted.count);
+      return message;
+    }
+    int size;
+    try {
+      size = stream.available();
+    } catch (IOException e) {
+      throw new UncheckedIOException("reading the length of a received message", e);
     }
     T message = copying.parse(stream);
     Metric.MESSAGE_BYTES_COPIED.add(size);
@@ -353,6 +359,46 @@ public final class ZeroCopyMarshaller<T extends MessageLite>
       if (buffers.release() && staging != null) {
         staging.release();
       }
+    }
+  }
+
+  /** Counts the bytes read through it. */
+  private static final class CountingStream extends FilterInputStream {
+    /** Bytes read or skipped so far. */
+    long count;
+
+    CountingStream(InputStream in) {
+      super(in);
+    }
+
+    @Override
+    public int read() throws IOException {
+      int b = in.read();
+      if (b >= 0) {
+        count++;
+      }
+      return b;
+    }
+
+    @Override
+    public int read(byte[] dest, int offset, int length) throws IOException {
+      int n = in.read(dest, offset, length);
+      if (n > 0) {
+        count += n;
+      }
+      return n;
+    }
+
+    @Override
+    public long skip(long n) throws IOException {
+      long skipped = in.skip(n);
+      count += skipped;
+      return skipped;
+    }
+
+    @Override
+    public boolean markSupported() {
+      return false;
     }
   }
 

@@ -1,0 +1,170 @@
+package io.pinless.grpc;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.grpc.Drainable;
+import io.netty.buffer.ByteBuf;
+import io.pinless.PinlessMetrics.Metric;
+import io.pinless.testing.LeakRecorder;
+import java.io.ByteArrayInputStream;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+
+/** PayloadMarshaller and Payload over streams of test buffers. */
+class PayloadMarshallerTest {
+  private final PayloadMarshaller marshaller = PayloadMarshaller.INSTANCE;
+
+  @Test
+  void receivedPayloadIsReadOnlyViewsOfTheBuffers() throws IOException {
+    byte[] bytes = TestService.message(100_000, 3);
+    List<ByteBuf> pieces = PieceStreams.retain(PieceStreams.direct(bytes, 30_000, 70_000));
+    long aliasedBefore = Metric.MESSAGE_BYTES_ALIASED.value();
+    try {
+      Payload payload = parseLikeGrpc(PieceStreams.open(pieces));
+
+      assertTrue(payload.isZeroCopy());
+      assertEquals(bytes.length, payload.size());
+      assertEquals(bytes.length, Metric.MESSAGE_BYTES_ALIASED.value() - aliasedBefore);
+      assertArrayEquals(bytes, concat(payload.buffers()));
+      List<ByteBuffer> views = payload.buffers();
+      assertEquals(3, views.size());
+      for (ByteBuffer view : views) {
+        assertTrue(view.isDirect());
+        assertTrue(view.isReadOnly());
+      }
+      pieces.get(2).setByte(10, ~bytes[70_010]);
+      assertEquals((byte) ~bytes[70_010], payload.buffers().get(2).get(10), "a view, not a copy");
+      assertEquals(2, pieces.get(0).refCnt());
+
+      payload.close();
+
+      assertFalse(payload.isZeroCopy());
+      for (ByteBuf piece : pieces) {
+        assertEquals(1, piece.refCnt());
+      }
+      assertThrows(IllegalStateException.class, payload::buffers);
+    } finally {
+      PieceStreams.release(pieces);
+    }
+  }
+
+  @Test
+  void secondCloseThrows() throws IOException {
+    Payload received = parseLikeGrpc(PieceStreams.open(PieceStreams.direct(new byte[4096])));
+    received.close();
+    IllegalStateException e = assertThrows(IllegalStateException.class, received::close);
+    assertTrue(e.getMessage().contains("closed twice"), e.getMessage());
+
+    Payload sent = Payload.wrap(new byte[10]);
+    sent.close();
+    assertThrows(IllegalStateException.class, sent::close);
+  }
+
+  @Test
+  void plainStreamIsCopiedIntoOneHeapBuffer() throws IOException {
+    byte[] bytes = TestService.message(50_000, 9);
+    long copiedBefore = Metric.MESSAGE_BYTES_COPIED.value();
+
+    Payload payload = marshaller.parse(new ByteArrayInputStream(bytes));
+
+    assertFalse(payload.isZeroCopy());
+    assertEquals(bytes.length, Metric.MESSAGE_BYTES_COPIED.value() - copiedBefore);
+    assertEquals(1, payload.buffers().size());
+    assertFalse(payload.buffers().get(0).isDirect());
+    assertArrayEquals(bytes, concat(payload.buffers()));
+    payload.close();
+    assertThrows(IllegalStateException.class, payload::close);
+  }
+
+  @Test
+  void piecesWithoutNioBuffersAreCopied() throws IOException {
+    byte[] bytes = TestService.message(20_000, 1);
+    List<ByteBuf> pieces = PieceStreams.retain(PieceStreams.heap(bytes, 5000));
+    try {
+      Payload payload = parseLikeGrpc(PieceStreams.open(pieces, false));
+
+      assertFalse(payload.isZeroCopy());
+      assertArrayEquals(bytes, concat(payload.buffers()));
+      assertEquals(1, pieces.get(0).refCnt(), "gRPC's close of its stream released the pieces");
+      payload.close();
+    } finally {
+      PieceStreams.release(pieces);
+    }
+  }
+
+  @Test
+  void sendsEveryBufferInOrder() throws IOException {
+    byte[] head = TestService.message(1000, 1);
+    byte[] tail = TestService.message(20_000, 2);
+    ByteBuffer direct = ByteBuffer.allocateDirect(tail.length).put(tail).flip();
+    Payload payload = Payload.of(ByteBuffer.wrap(head), direct);
+    byte[] expected = concat(List.of(ByteBuffer.wrap(head), ByteBuffer.wrap(tail)));
+
+    assertEquals(expected.length, payload.size());
+    assertArrayEquals(expected, marshaller.stream(payload).readAllBytes());
+    InputStream stream = marshaller.stream(payload);
+    assertEquals(expected.length, stream.available());
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    assertEquals(expected.length, ((Drainable) stream).drainTo(out));
+    assertArrayEquals(expected, out.toByteArray());
+    payload.close();
+  }
+
+  @Test
+  void payloadDroppedUnclosedIsReportedAndItsBuffersFreed() throws Exception {
+    List<ByteBuf> pieces = PieceStreams.retain(PieceStreams.direct(new byte[8192], 3000));
+    try {
+      parseAndDrop(PieceStreams.open(pieces));
+      assertEquals(2, pieces.get(0).refCnt());
+
+      List<String> reports = new ArrayList<>();
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+      while (!reports.stream().anyMatch(r -> r.contains("LEAK Payload"))
+          || pieces.get(0).refCnt() != 1) {
+        assertTrue(System.nanoTime() < deadline, "no report and free within 30 s: " + reports);
+        LeakRecorder.collectAndDetect();
+        // Receiving a payload frees collected ones and polls the payload leak detector.
+        parseLikeGrpc(PieceStreams.open(PieceStreams.direct(new byte[512]))).close();
+        reports.addAll(LeakRecorder.drain());
+      }
+
+      for (String report : reports) {
+        assertTrue(report.contains("LEAK Payload"), "only the dropped payload leaked: " + report);
+      }
+      assertEquals(1, pieces.get(1).refCnt());
+    } finally {
+      PieceStreams.release(pieces);
+    }
+  }
+
+  private void parseAndDrop(InputStream stream) throws IOException {
+    assertTrue(parseLikeGrpc(stream).isZeroCopy());
+  }
+
+  /** Parses as gRPC does: the marshaller gets the stream, gRPC closes it after. */
+  private Payload parseLikeGrpc(InputStream stream) throws IOException {
+    try (InputStream s = stream) {
+      return marshaller.parse(s);
+    }
+  }
+
+  private static byte[] concat(List<ByteBuffer> buffers) {
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    for (ByteBuffer b : buffers) {
+      byte[] part = new byte[b.remaining()];
+      b.duplicate().get(part);
+      out.writeBytes(part);
+    }
+    return out.toByteArray();
+  }
+}

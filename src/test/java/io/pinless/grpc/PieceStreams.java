@@ -1,0 +1,155 @@
+package io.pinless.grpc;
+
+import io.grpc.internal.AbstractReadableBuffer;
+import io.grpc.internal.CompositeReadableBuffer;
+import io.grpc.internal.ReadableBuffer;
+import io.grpc.internal.ReadableBuffers;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufAllocator;
+import io.netty.buffer.PooledByteBufAllocator;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * Message streams as gRPC's deframer opens them, over buffers a test allocates: each piece is a
+ * {@link ReadableBuffer} over a {@link ByteBuf}, as grpc-netty's {@code NettyReadableBuffer} is,
+ * joined in grpc-core's {@link CompositeReadableBuffer} and opened with
+ * {@link ReadableBuffers#openStream}. The stream is {@code KnownLength}, {@code HasByteBuffer}
+ * and {@code Detachable}.
+ */
+final class PieceStreams {
+  private PieceStreams() {}
+
+  /** Pooled direct buffers holding {@code bytes} cut at {@code cuts}; caller must release. */
+  static List<ByteBuf> direct(byte[] bytes, int... cuts) {
+    return cut(PooledByteBufAllocator.DEFAULT, true, bytes, cuts);
+  }
+
+  /** Pooled heap buffers holding {@code bytes} cut at {@code cuts}; caller must release. */
+  static List<ByteBuf> heap(byte[] bytes, int... cuts) {
+    return cut(PooledByteBufAllocator.DEFAULT, false, bytes, cuts);
+  }
+
+  private static List<ByteBuf> cut(
+      ByteBufAllocator alloc, boolean direct, byte[] bytes, int... cuts) {
+    List<ByteBuf> pieces = new ArrayList<>();
+    int start = 0;
+    for (int i = 0; i <= cuts.length; i++) {
+      int end = i < cuts.length ? cuts[i] : bytes.length;
+      ByteBuf b = direct ? alloc.directBuffer(end - start) : alloc.heapBuffer(end - start);
+      pieces.add(b.writeBytes(bytes, start, end - start));
+      start = end;
+    }
+    return pieces;
+  }
+
+  /**
+   * A stream over {@code pieces} whose pieces offer NIO buffers. Owned: each piece gets one
+   * reference released when the stream, or the stream detached from it, is closed; retain before
+   * to keep the buffers.
+   */
+  static InputStream open(List<ByteBuf> pieces) {
+    return open(pieces, true);
+  }
+
+  /** Like {@link #open(List)}, with pieces that offer NIO buffers or not. Owned, as there. */
+  static InputStream open(List<ByteBuf> pieces, boolean byteBuffers) {
+    CompositeReadableBuffer composite = new CompositeReadableBuffer();
+    for (ByteBuf b : pieces) {
+      composite.addBuffer(new Piece(b, byteBuffers));
+    }
+    return ReadableBuffers.openStream(composite, true);
+  }
+
+  /** Retains every buffer once, for a test to check what a stream released. */
+  static List<ByteBuf> retain(List<ByteBuf> pieces) {
+    pieces.forEach(ByteBuf::retain);
+    return pieces;
+  }
+
+  /** Releases every buffer once. */
+  static void release(List<ByteBuf> pieces) {
+    pieces.forEach(ByteBuf::release);
+  }
+
+  /** One piece of a message over a buffer it owns one reference of. */
+  private static final class Piece extends AbstractReadableBuffer {
+    /** Owned: released once by {@link #close()}. */
+    private final ByteBuf buf;
+    /** Whether {@link #getByteBuffer()} is offered. */
+    private final boolean byteBuffers;
+    private boolean closed;
+
+    Piece(ByteBuf buf, boolean byteBuffers) {
+      this.buf = buf;
+      this.byteBuffers = byteBuffers;
+    }
+
+    @Override
+    public int readableBytes() {
+      return buf.readableBytes();
+    }
+
+    @Override
+    public int readUnsignedByte() {
+      return buf.readUnsignedByte();
+    }
+
+    @Override
+    public void skipBytes(int length) {
+      buf.skipBytes(length);
+    }
+
+    @Override
+    public void readBytes(byte[] dest, int destOffset, int length) {
+      buf.readBytes(dest, destOffset, length);
+    }
+
+    @Override
+    public void readBytes(OutputStream dest, int length) throws IOException {
+      buf.readBytes(dest, length);
+    }
+
+    @Override
+    public ReadableBuffer readBytes(int length) {
+      return new Piece(buf.readRetainedSlice(length), byteBuffers);
+    }
+
+    @Override
+    public boolean markSupported() {
+      return true;
+    }
+
+    @Override
+    public void mark() {
+      buf.markReaderIndex();
+    }
+
+    @Override
+    public void reset() {
+      buf.resetReaderIndex();
+    }
+
+    @Override
+    public boolean byteBufferSupported() {
+      return byteBuffers && buf.nioBufferCount() > 0;
+    }
+
+    @Override
+    public ByteBuffer getByteBuffer() {
+      return buf.nioBuffer();
+    }
+
+    @Override
+    public void close() {
+      if (!closed) {
+        closed = true;
+        buf.release();
+      }
+    }
+  }
+}
