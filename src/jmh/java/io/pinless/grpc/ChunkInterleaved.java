@@ -34,8 +34,9 @@ import java.util.function.Consumer;
 
 /**
  * A download of protobuf {@link Chunk} messages, the client's receive path compared in windows
- * that take turns in one JVM (as {@link Interleaved} does): pinless with the zero-copy marshaller
- * against stock grpc-netty with protobuf's, over plaintext and over ALTS.
+ * that take turns in one JVM (as {@link Interleaved} does, the order also reversed every other
+ * round): pinless with the zero-copy marshaller against stock grpc-netty with protobuf's, over
+ * plaintext and over ALTS.
  *
  * <pre>
  *   java -Xms1g -Xmx1g -Dio.netty.leakDetection.level=disabled \
@@ -250,7 +251,7 @@ public final class ChunkInterleaved {
           String.join(" / ", variants), chunkBytes, count, seconds, warmupRounds);
       for (int r = 0; r < warmupRounds; r++) {
         for (int v = 0; v < variants.length; v++) {
-          window(clients.get((v + r) % variants.length), count, chunkBytes, seconds);
+          window(clients.get(turn(r, v, variants.length)), count, chunkBytes, seconds);
         }
       }
       long aliased = PinlessMetrics.Metric.MESSAGE_BYTES_ALIASED.value();
@@ -270,7 +271,7 @@ public final class ChunkInterleaved {
       for (int r = 0; r < rounds; r++) {
         Window[] got = new Window[variants.length];
         for (int k = 0; k < variants.length; k++) {
-          int v = (k + r) % variants.length;
+          int v = turn(r, k, variants.length);
           got[v] = window(clients.get(v), count, chunkBytes, seconds);
           all.get(v).add(got[v]);
           payload[v] += got[v].payloadBytes();
@@ -325,6 +326,15 @@ public final class ChunkInterleaved {
         c.close();
       }
     }
+  }
+
+  /**
+   * The variant whose window is {@code k}th in round {@code r}. The order rotates every round and
+   * runs backwards every other round, so each variant follows each of its neighbours as often:
+   * a window that leaves work behind (garbage to collect, a cold cache) falls on both alike.
+   */
+  static int turn(int r, int k, int n) {
+    return Math.floorMod(r % 2 == 0 ? r + k : r - k, n);
   }
 
   private static String header(String[] variants) {
