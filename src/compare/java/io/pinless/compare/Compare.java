@@ -250,6 +250,7 @@ public final class Compare {
     j.addProperty("idleConnections", o.idleConnections);
     j.addProperty("objectBytes", o.objectBytes);
     j.addProperty("messageBytes", o.messageBytes);
+    j.addProperty("marshaller", o.marshaller.name);
     j.addProperty("smallBytes", o.smallBytes);
     j.addProperty("inFlight", o.inFlight);
     j.addProperty("durationMillis", o.durationMillis);

@@ -24,6 +24,10 @@ public final class Options {
       "  --phases p,q,...         which phases run: download, small, idle (default all three)",
       "  --object-size s          the object downloaded again and again (default 64MiB)",
       "  --message-size s         the messages it is streamed in (default 2MiB)",
+      "  --marshaller m           the download's messages: bytes (default; each read once), proto",
+      "                           (protobuf Chunk messages, protobuf's marshaller everywhere) or",
+      "                           zero-copy (Chunk messages, pinless's zero-copy marshaller in the",
+      "                           pinless variants, protobuf's in the stock ones)",
       "  --small-size s           the request and the response of the small-message phase (default 1KiB)",
       "  --in-flight n            small calls in flight per client (default 32)",
       "  --duration d             measured time of the download and 1 KiB phases (default 20s)",
@@ -51,6 +55,7 @@ public final class Options {
   int idleConnections = 1000;
   int objectBytes = 64 << 20;
   int messageBytes = 2 << 20;
+  Marshalling marshaller = Marshalling.BYTES;
   int smallBytes = 1024;
   int inFlight = 32;
   long durationMillis = 20_000;
@@ -100,6 +105,7 @@ public final class Options {
         case "--phases":
         case "--object-size":
         case "--message-size":
+        case "--marshaller":
         case "--small-size":
         case "--in-flight":
         case "--duration":
@@ -214,6 +220,12 @@ public final class Options {
       case "--message-size":
         messageBytes = size(option, value, 1, 64 << 20);
         break;
+      case "--marshaller":
+        marshaller = Marshalling.byName(value);
+        if (marshaller == null) {
+          throw new UsageException("unknown marshaller " + value + " (bytes, proto or zero-copy)");
+        }
+        break;
       case "--small-size":
         smallBytes = size(option, value, 0, 4 << 20);
         break;
@@ -305,6 +317,7 @@ public final class Options {
         "--idle-connections", Integer.toString(idleConnections),
         "--object-size", Integer.toString(objectBytes),
         "--message-size", Integer.toString(messageBytes),
+        "--marshaller", marshaller.name,
         "--small-size", Integer.toString(smallBytes),
         "--in-flight", Integer.toString(inFlight),
         "--duration", durationMillis + "ms",

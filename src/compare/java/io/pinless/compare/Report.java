@@ -38,6 +38,35 @@ final class Report {
       }
       return e == null || !e.isJsonPrimitive() ? Double.NaN : e.getAsDouble() / scale;
     }
+
+    /**
+     * Whether the figure in {@code variant} is only a lower bound: a sibling {@code <name>LowerBound}
+     * (the figure's name up to {@code PerPayloadByte}) is true.
+     */
+    boolean lowerBound(JsonObject variant) {
+      int dot = path.lastIndexOf('.');
+      String name = path.substring(dot + 1).replace("PerPayloadByte", "") + "LowerBound";
+      JsonObject parent = variant;
+      for (String key : path.substring(0, Math.max(dot, 0)).split("\\.")) {
+        if (key.isEmpty()) {
+          continue;
+        }
+        if (!parent.has(key) || !parent.get(key).isJsonObject()) {
+          return false;
+        }
+        parent = parent.getAsJsonObject(key);
+      }
+      return parent.has(name) && parent.get(name).getAsBoolean();
+    }
+
+    /** The figure in {@code variant} as the table shows it: "-" if absent, led by ">= " if a bound. */
+    String text(JsonObject variant) {
+      double v = value(variant);
+      if (Double.isNaN(v)) {
+        return "-";
+      }
+      return (lowerBound(variant) ? ">= " : "") + String.format(Locale.ROOT, format, v);
+    }
   }
 
   private static final double MIB = 1 << 20;
@@ -56,6 +85,7 @@ final class Report {
       new Metric("  client (receiving) end's pooled direct, peak (MiB)", "download.memory.clientPooledDirectPinnedPeakBytes", false, MIB, "%.2f"),
       new Metric("download heap allocated per payload byte", "download.heapAllocatedPerPayloadByte", false, 1, "%.4f"),
       new Metric("download CPU ns per payload byte (both ends)", "download.cpuNanosPerPayloadByte", false, 1, "%.2f"),
+      new Metric("download copies per payload byte (receiving)", "download.copiesPerPayloadByte", false, 1, "%.2f"),
       new Metric("small calls per second", "small.callsPerSecond", true, 1, "%.0f"),
       new Metric("small p50 (us)", "small.latencyMicros.p50", false, 1, "%.0f"),
       new Metric("small p90 (us)", "small.latencyMicros.p90", false, 1, "%.0f"),
@@ -116,7 +146,7 @@ final class Report {
       for (Metric m : METRICS) {
         double a = m.value(of);
         double b = m.value(to);
-        if (!Double.isNaN(a) && !Double.isNaN(b) && b != 0) {
+        if (!Double.isNaN(a) && !Double.isNaN(b) && b != 0 && !m.lowerBound(of) && !m.lowerBound(to)) {
           ratio.addProperty(m.path(), Math.round(a / b * 1000) / 1000.0);
         }
       }
@@ -202,6 +232,23 @@ final class Report {
     return lines;
   }
 
+  /**
+   * One line per variant with a download: how its copies per payload byte were made. With
+   * several rounds the figure is their median, and the line shows the first round's terms.
+   */
+  static List<String> copiesLines(List<JsonObject> variants) {
+    List<String> lines = new ArrayList<>();
+    for (JsonObject v : variants) {
+      JsonObject download = v.has("download") ? v.getAsJsonObject("download") : null;
+      if (download != null && download.has("copiesFormula")) {
+        lines.add("copies per payload byte, " + v.get("variant").getAsString()
+            + (v.has("rounds") ? ", first round: " : ": ")
+            + download.get("copiesFormula").getAsString());
+      }
+    }
+    return lines;
+  }
+
   private static JsonObject find(List<JsonObject> results, String variant) {
     for (JsonObject r : results) {
       if (variant.equals(r.get("variant").getAsString())) {
@@ -230,9 +277,7 @@ final class Report {
     for (Metric m : METRICS) {
       StringBuilder line = new StringBuilder(String.format(Locale.ROOT, "%-44s", m.label()));
       for (JsonObject v : variants) {
-        double value = m.value(v);
-        line.append(String.format(Locale.ROOT, " %19s",
-            Double.isNaN(value) ? "-" : String.format(Locale.ROOT, m.format(), value)));
+        line.append(String.format(Locale.ROOT, " %19s", m.text(v)));
       }
       for (JsonObject r : ratios) {
         JsonElement ratio = r.get(m.path());
@@ -247,6 +292,7 @@ final class Report {
       leaks.append(String.format(Locale.ROOT, " %19s", v.has("leaks") ? v.get("leaks").getAsString() : "-"));
     }
     out.println(leaks);
+    copiesLines(variants).forEach(out::println);
     roundLines(ratios).forEach(out::println);
   }
 
@@ -278,8 +324,7 @@ final class Report {
       md.append("| ").append(m.label().trim())
           .append(m.higherIsBetter() ? ", higher is better" : ", lower is better").append(" |");
       for (JsonObject v : variants) {
-        double value = m.value(v);
-        md.append(' ').append(Double.isNaN(value) ? "-" : String.format(Locale.ROOT, m.format(), value)).append(" |");
+        md.append(' ').append(m.text(v)).append(" |");
       }
       for (JsonObject r : ratios) {
         JsonElement ratio = r.get(m.path());
@@ -292,6 +337,9 @@ final class Report {
       md.append(' ').append(v.has("leaks") ? v.get("leaks").getAsString() : "-").append(" |");
     }
     md.append(" |".repeat(ratios.size())).append('\n');
+    for (String line : copiesLines(variants)) {
+      md.append('\n').append(line).append('\n');
+    }
     for (String line : roundLines(ratios)) {
       md.append('\n').append(line).append('\n');
     }

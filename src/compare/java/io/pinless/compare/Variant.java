@@ -140,6 +140,23 @@ enum Variant {
     }
   }
 
+  /** Whether this variant runs pinless (whose metrics count its copies). */
+  boolean pinless() {
+    return name.startsWith("pinless");
+  }
+
+  /**
+   * Copies a record layer makes of each payload byte it opens: one decrypting copy into the
+   * plaintext buffer for ALTS and for TLS on OpenSSL's engine; the JDK's engine works on arrays,
+   * so pinless first copies each direct record into a heap buffer (uncounted), then decrypts.
+   */
+  int cipherCopies() {
+    if (alts) {
+      return 1;
+    }
+    return tls() ? (TLS_PROVIDER == SslProvider.OPENSSL ? 1 : 2) : 0;
+  }
+
   /** Whether this variant's connections are TLS. */
   boolean tls() {
     return this == PINLESS_TLS || this == STOCK_TLS;
@@ -160,8 +177,8 @@ enum Variant {
     /** The transport actually used, with a note if it is not the one asked for. */
     String transportUsed();
 
-    /** Starts the server with {@code service} on a loopback port. */
-    Server start(ServerServiceDefinition service) throws IOException;
+    /** Starts the server with {@code services} on a loopback port. */
+    Server start(ServerServiceDefinition... services) throws IOException;
 
     /** A new channel (its own connection) to the started server. */
     default ManagedChannel newChannel() {
@@ -335,7 +352,7 @@ enum Variant {
     }
 
     @Override
-    public Server start(ServerServiceDefinition service) throws IOException {
+    public Server start(ServerServiceDefinition... services) throws IOException {
       NettyServerBuilder builder =
           NettyServerBuilder.forAddress(new InetSocketAddress("127.0.0.1", 0), serverCreds)
               .bossEventLoopGroup(serverGroup)
@@ -346,8 +363,10 @@ enum Variant {
               .withChildOption(ChannelOption.ALLOCATOR, serverAlloc)
               .directExecutor()
               .maxInboundMessageSize(MAX_MESSAGE_BYTES)
-              .addService(service)
               .addTransportFilter(connectionCounter);
+      for (ServerServiceDefinition service : services) {
+        builder.addService(service);
+      }
       if (transport == Transport.IO_URING) {
         builder.withChildOption(IoUringChannelOption.IO_URING_BUFFER_GROUP_ID, RING_GROUP);
       }
@@ -440,8 +459,8 @@ enum Variant {
     }
 
     @Override
-    public Server start(ServerServiceDefinition service) throws IOException {
-      server = io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder
+    public Server start(ServerServiceDefinition... services) throws IOException {
+      var builder = io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder
           .forAddress(new InetSocketAddress("127.0.0.1", 0), serverCreds)
           .bossEventLoopGroup(serverGroup)
           .workerEventLoopGroup(serverGroup)
@@ -451,10 +470,11 @@ enum Variant {
           .withChildOption(io.grpc.netty.shaded.io.netty.channel.ChannelOption.ALLOCATOR, serverAlloc)
           .directExecutor()
           .maxInboundMessageSize(MAX_MESSAGE_BYTES)
-          .addService(service)
-          .addTransportFilter(connectionCounter)
-          .build()
-          .start();
+          .addTransportFilter(connectionCounter);
+      for (ServerServiceDefinition service : services) {
+        builder.addService(service);
+      }
+      server = builder.build().start();
       return server;
     }
 

@@ -3,6 +3,8 @@ package io.pinless.compare;
 import com.google.gson.GsonBuilder;
 import com.google.gson.JsonObject;
 import io.grpc.ManagedChannel;
+import io.pinless.PinlessMetrics.Metric;
+import io.pinless.testing.ChunkService;
 import java.io.PrintStream;
 import java.lang.ref.ReferenceQueue;
 import java.lang.ref.WeakReference;
@@ -92,7 +94,7 @@ public final class VariantRun {
         result.addProperty("tlsEngine", Variant.TLS_PROVIDER.name());
       }
       if (options.phases.contains("download") || options.phases.contains("small")) {
-        stack.start(Workload.service(options.messageBytes));
+        stack.start(Workload.service(options.messageBytes), ChunkService.service());
         List<ManagedChannel> clients = new ArrayList<>();
         for (int i = 0; i < options.clients; i++) {
           clients.add(stack.newChannel());
@@ -117,18 +119,22 @@ public final class VariantRun {
   }
 
   private JsonObject download(Variant.Stack stack, List<ManagedChannel> clients) throws Exception {
+    Marshalling.Download download = options.marshaller.download(variant);
     double warmedSeconds = warmUp("download", deadline -> Workload.downloadLoop(clients,
-        options.objectBytes, options.messageBytes, deadline, new Latencies()));
+        download, options.objectBytes, options.messageBytes, deadline, new Latencies()));
     Latencies latencies = new Latencies();
-    progress("download: %d clients, %d-byte objects in %d-byte messages, for %d ms",
-        options.clients, options.objectBytes, options.messageBytes, options.durationMillis);
+    progress("download: %d clients, %d-byte objects in %d-byte messages (%s), for %d ms",
+        options.clients, options.objectBytes, options.messageBytes, options.marshaller.name,
+        options.durationMillis);
+    long[] copiedBefore = copiedCounts();
     long jitAtStart = MemoryMonitor.jitMillis();
     long start = System.nanoTime();
     long bytes;
     try (MemoryMonitor memory = new MemoryMonitor(stack::pinnedDirectBytes, stack::clientPinnedDirectBytes);
         Ticker ticker = new Ticker("download", "objects", latencies::count)) {
-      bytes = Workload.downloadLoop(clients, options.objectBytes, options.messageBytes,
+      bytes = Workload.downloadLoop(clients, download, options.objectBytes, options.messageBytes,
           start + TimeUnit.MILLISECONDS.toNanos(options.durationMillis), latencies);
+      long[] copiedAfter = copiedCounts();
       double seconds = (System.nanoTime() - start) / 1e9;
       JsonObject o = new JsonObject();
       o.addProperty("seconds", round(seconds));
@@ -140,6 +146,7 @@ public final class VariantRun {
       o.add("memory", memory.summary());
       o.addProperty("heapAllocatedPerPayloadByte", round4((double) memory.allocatedSinceStart() / bytes));
       o.addProperty("cpuNanosPerPayloadByte", round4((double) memory.cpuNanosSinceStart() / bytes));
+      addCopies(o, copiedBefore, copiedAfter, bytes);
       // The JIT compilers' time within the measured window (their threads' elapsed compile time,
       // summed): on two cores, compilation still going on takes CPU from the event loops.
       long jitMillis = MemoryMonitor.jitMillis();
@@ -156,6 +163,62 @@ public final class VariantRun {
           jitMillis < 0 ? Double.NaN : (jitMillis - jitAtStart) / 1e3, seconds);
       return o;
     }
+  }
+
+  /**
+   * Bytes pinless copied so far: DATA frames, records, messages, and messages the zero-copy
+   * marshaller parsed by copying (this JVM runs one variant).
+   */
+  private static long[] copiedCounts() {
+    return new long[] {
+      Metric.DATA_BYTES_COPIED.value(), Metric.RECORD_BYTES_COPIED.value(),
+      Metric.MESSAGE_BYTES_COPIED.value(), Marshalling.COPIED_MESSAGE_BYTES.sum()};
+  }
+
+  /**
+   * Adds how many times each payload byte was copied between the socket's read buffer and the
+   * message the application got, and how that figure is made:
+   *
+   * <pre>
+   *   pinless: (DATA_BYTES_COPIED + RECORD_BYTES_COPIED + MESSAGE_BYTES_COPIED
+   *             + bytes of messages the zero-copy marshaller parsed by copying) / payload bytes
+   *            + the record layer's decrypting copies ({@link Variant#cipherCopies})
+   *            + the parse's copies unless it is the zero-copy marshaller's, which counts its own
+   *              (once per byte; the fallback's second copy is the term above)
+   *   stock:   at least the decrypting copies + the parse's copies; grpc-netty's cumulation and
+   *            grpc-alts's copies before decrypting are not counted
+   * </pre>
+   */
+  private void addCopies(JsonObject o, long[] before, long[] after, long payloadBytes) {
+    int known = variant.cipherCopies()
+        + (options.marshaller.zeroCopy(variant) ? 0 : options.marshaller.parseCopies);
+    if (!variant.pinless()) {
+      o.addProperty("copiesPerPayloadByte", known);
+      o.addProperty("copiesLowerBound", true);
+      o.addProperty("copiesFormula", String.format(Locale.ROOT,
+          "at least %d: %d decrypting, %d by the parse (%s); the transport's own copies are not"
+              + " counted", known, variant.cipherCopies(), known - variant.cipherCopies(),
+          options.marshaller.parser(variant)));
+      return;
+    }
+    long data = after[0] - before[0];
+    long records = after[1] - before[1];
+    long messages = after[2] - before[2];
+    long fallback = after[3] - before[3];
+    double counted = (double) (data + records + messages + fallback) / payloadBytes;
+    JsonObject copied = new JsonObject();
+    copied.addProperty("dataFrameBytes", data);
+    copied.addProperty("recordBytes", records);
+    copied.addProperty("messageBytes", messages);
+    copied.addProperty("messageBytesParsedByCopying", fallback);
+    o.add("pinlessCopiedBytes", copied);
+    o.addProperty("copiesPerPayloadByte", round4(counted + known));
+    o.addProperty("copiesLowerBound", false);
+    o.addProperty("copiesFormula", String.format(Locale.ROOT,
+        "(DATA %d + RECORD %d + MESSAGE %d + fallback's second copy %d bytes) / %d payload bytes"
+            + " = %.4f, + %d known (%d decrypting, %d by the parse, %s)", data, records, messages,
+        fallback, payloadBytes, counted, known, variant.cipherCopies(),
+        known - variant.cipherCopies(), options.marshaller.parser(variant)));
   }
 
   private JsonObject small(Variant.Stack stack, List<ManagedChannel> clients) throws Exception {

@@ -213,19 +213,20 @@ final class Workload {
   }
 
   /**
-   * Each channel downloads objects one after the other until {@code deadlineNanos}, recording
-   * each object's time in {@code latencies}.
+   * Each channel downloads objects one after the other through {@code download} until {@code
+   * deadlineNanos}, recording each object's time in {@code latencies}.
    *
    * @return payload bytes downloaded
    */
-  static long downloadLoop(List<ManagedChannel> channels, int objectBytes, int messageBytes,
-      long deadlineNanos, Latencies latencies) throws Exception {
+  static long downloadLoop(List<ManagedChannel> channels, Marshalling.Download download,
+      int objectBytes, int messageBytes, long deadlineNanos, Latencies latencies)
+      throws Exception {
     AtomicLong bytes = new AtomicLong();
     CompletableFuture<?>[] loops = new CompletableFuture<?>[channels.size()];
     for (int i = 0; i < loops.length; i++) {
       CompletableFuture<Void> loop = new CompletableFuture<>();
-      nextDownload(channels.get(i), objectBytes / messageBytes, messageBytes, deadlineNanos,
-          latencies, bytes, loop);
+      nextDownload(channels.get(i), download, objectBytes / messageBytes, messageBytes,
+          deadlineNanos, latencies, bytes, loop);
       loops[i] = loop;
     }
     CompletableFuture.allOf(loops).get(deadlineNanos - System.nanoTime() + TimeUnit.MINUTES.toNanos(2),
@@ -233,10 +234,11 @@ final class Workload {
     return bytes.get();
   }
 
-  private static void nextDownload(ManagedChannel channel, int count, int size, long deadlineNanos,
-      Latencies latencies, AtomicLong bytes, CompletableFuture<Void> loop) {
+  private static void nextDownload(ManagedChannel channel, Marshalling.Download download,
+      int count, int size, long deadlineNanos, Latencies latencies, AtomicLong bytes,
+      CompletableFuture<Void> loop) {
     long start = System.nanoTime();
-    download(channel, count, size).whenComplete((got, failure) -> {
+    download.start(channel, count, size).whenComplete((got, failure) -> {
       if (failure != null) {
         loop.completeExceptionally(failure);
         return;
@@ -245,7 +247,7 @@ final class Workload {
       latencies.record(end - start);
       bytes.addAndGet(got);
       if (end - deadlineNanos < 0) {
-        nextDownload(channel, count, size, deadlineNanos, latencies, bytes, loop);
+        nextDownload(channel, download, count, size, deadlineNanos, latencies, bytes, loop);
       } else {
         loop.complete(null);
       }

@@ -168,7 +168,7 @@ public final class Interleaved {
   }
 
   /** Heap bytes allocated so far by the threads alive now. */
-  private static long allocatedBytes() {
+  static long allocatedBytes() {
     long sum = 0;
     for (long n : THREADS.getThreadAllocatedBytes(THREADS.getAllThreadIds())) {
       sum += Math.max(0, n);
@@ -176,7 +176,11 @@ public final class Interleaved {
     return sum;
   }
 
-  private static void summarize(String name, double[] ratios) {
+  /**
+   * Prints, for {@code ratios} (one per round), their median, their geometric mean with a 95%
+   * confidence interval (Student's t on the logs), their range, and how many fell below 1.
+   */
+  static void summarize(String name, double[] ratios) {
     double[] sorted = ratios.clone();
     Arrays.sort(sorted);
     int n = sorted.length;

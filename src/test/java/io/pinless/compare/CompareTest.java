@@ -124,6 +124,52 @@ class CompareTest {
     assertTrue(output.contains("to the server end in a JVM of its own"), output);
   }
 
+  @Test
+  void zeroCopyMarshallerDownloadsChunksAndReportsCopiesPerPayloadByte(@TempDir Path dir)
+      throws Exception {
+    ByteArrayOutputStream shown = new ByteArrayOutputStream();
+    JsonObject report = Compare.run(new PrintStream(shown, true, StandardCharsets.UTF_8),
+        "--phases", "download", "--marshaller", "zero-copy",
+        "--variants", "pinless-plaintext,pinless-alts,stock-plaintext", "--clients", "1",
+        "--duration", "1s", "--warmup", "300ms", "--settle", "0",
+        "--object-size", "8MiB", "--message-size", "2MiB", "--out", dir.toString());
+    String output = shown.toString(StandardCharsets.UTF_8);
+    assertEquals("zero-copy", report.getAsJsonObject("options").get("marshaller").getAsString());
+    for (JsonElement e : report.getAsJsonArray("variants")) {
+      JsonObject v = e.getAsJsonObject();
+      String name = v.get("variant").getAsString();
+      assertTrue(v.get("completed").getAsBoolean(), name + " did not complete: " + v + "\n" + output);
+      assertEquals(0, v.get("leaks").getAsInt(), name + " leaked; see its log in " + dir);
+      assertEquals(0, (long) number(v, "download.payloadBytes") % (8 << 20), name);
+      JsonObject download = v.getAsJsonObject("download");
+      double copies = download.get("copiesPerPayloadByte").getAsDouble();
+      boolean bound = download.get("copiesLowerBound").getAsBoolean();
+      assertTrue(download.get("copiesFormula").getAsString().length() > 0, name);
+      switch (name) {
+        case "pinless-plaintext":
+          // counted: what the slicer and the marshaller copied, at most two per byte
+          assertFalse(bound, name);
+          assertTrue(copies >= 0 && copies <= 2.1, name + ": " + download);
+          assertTrue(number(v, "download.pinlessCopiedBytes.messageBytes") >= 0, name);
+          break;
+        case "pinless-alts":
+          // the decrypting copy, and what the record layer and the marshaller copied
+          assertFalse(bound, name);
+          assertTrue(copies >= 1 && copies <= 3.1, name + ": " + download);
+          break;
+        default:
+          // protobuf's array and its copy of the data field; the transport's own uncounted
+          assertTrue(bound, name);
+          assertEquals(2, copies, name);
+      }
+    }
+    assertTrue(output.contains("download copies per payload byte"), output);
+    assertTrue(output.contains(">= 2.00"), output);
+    assertTrue(output.contains("copies per payload byte, pinless-alts: (DATA "), output);
+    assertTrue(Files.readString(dir.resolve("report.md"), StandardCharsets.UTF_8)
+        .contains("download copies per payload byte (receiving), lower is better"));
+  }
+
   private static double number(JsonObject o, String path) {
     JsonElement e = o;
     for (String key : path.split("\\.")) {
@@ -213,7 +259,7 @@ class CompareTest {
       {"--duration"}, {"--duration", "soon"}, {"--settle", "later"},
       {"--variants", "pinless-alts,mystery"},
       {"--object-size", "3MiB", "--message-size", "2MiB"}, {"--variants", "stock-alts,stock-alts"},
-      {"--rounds", "0"}, {"--phases", "idle,nap"}, {"--phases", ""},
+      {"--rounds", "0"}, {"--phases", "idle,nap"}, {"--phases", ""}, {"--marshaller", "json"},
     };
     for (String[] args : bad) {
       Options.UsageException e = assertThrows(Options.UsageException.class, () -> Options.parse(args),
