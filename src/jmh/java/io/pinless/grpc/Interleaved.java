@@ -31,6 +31,9 @@ import java.util.Locale;
  * can slow another for the rest of the run. Read each variant's own MB/s against other runs
  * before its ratio, and check with forks in turn ({@code docs/benchmarks.md}).
  *
+ * <p>{@code Interleaved chunks <args>} runs {@link ChunkInterleaved} instead: protobuf messages
+ * through {@link ZeroCopyMarshaller} against {@code ProtoLiteUtils}.
+ *
  * <p>Per window it prints payload MB/s, CPU nanoseconds per payload byte (the process's) and heap
  * bytes allocated per payload byte (every live thread's, from {@code ThreadMXBean}); at the end,
  * per ratio, the rounds' median, their geometric mean with a 95% confidence interval, and how
@@ -55,6 +58,11 @@ public final class Interleaved {
 
   /** Runs the comparison; see the class comment for the arguments. */
   public static void main(String[] args) throws Exception {
+    if (args.length > 0 && args[0].equals("chunks")) {
+      // Protobuf chunks through the zero-copy marshaller against ProtoLiteUtils.
+      ChunkInterleaved.main(java.util.Arrays.copyOfRange(args, 1, args.length));
+      return;
+    }
     int messageBytes = args.length > 0 ? Integer.parseInt(args[0]) : 1024;
     String[] variants = args.length > 1 ? args[1].split(",") : new String[] {"pinless", "stock"};
     int rounds = args.length > 2 ? Integer.parseInt(args[2]) : 20;
