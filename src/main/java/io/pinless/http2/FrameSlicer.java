@@ -422,7 +422,6 @@ public final class FrameSlicer {
     }
     ByteBuf joined = joins[join];
     joined.writeBytes(in, pos + FRAME_HEADER_BYTES, length);
-    countData(false, FRAME_HEADER_BYTES + length);
     if ((flags & FLAG_END_STREAM) != 0 || !joined.isWritable()) {
       handOnJoin(ctx, join, flags & FLAG_END_STREAM);
     }
@@ -451,7 +450,6 @@ public final class FrameSlicer {
       return pos;
     }
     joined.writeBytes(in, pos + FRAME_HEADER_BYTES, take);
-    countData(false, take);
     if (take == length) {
       handOnJoin(ctx, join, flags & FLAG_END_STREAM);
       return pos + FRAME_HEADER_BYTES + length;
@@ -511,6 +509,7 @@ public final class FrameSlicer {
     joined.setByte(3, TYPE_DATA);
     joined.setByte(4, flags);
     joined.setInt(5, stream);
+    countData(false, joined.readableBytes());
     handOn(ctx, joined);
   }
 

@@ -209,9 +209,13 @@ class AltsRecordStageTest {
     assertArrayEquals(payload, frames.data.toByteArray(), "every DATA byte, in order, once");
     assertEquals(4, frames.types.get(0), "the SETTINGS frame first");
     assertFalse(frames.types.contains(1), "the cut HEADERS frame is held, not handed on");
-    assertEquals(payload.length + 9L * (frames.types.size() - 1), Metric.DATA_BYTES_SLICED.value() - slicedBefore,
-        "DATA is sliced from the plaintext buffers, never copied");
-    assertEquals(0, Metric.DATA_BYTES_COPIED.value() - copiedBefore);
+    long sliced = Metric.DATA_BYTES_SLICED.value() - slicedBefore;
+    long copied = Metric.DATA_BYTES_COPIED.value() - copiedBefore;
+    // A record cuts each frame: its small last piece joins the head of the next frame of its
+    // stream (gRPC would copy two small pieces in a row into the heap); the rest is sliced.
+    assertTrue(copied <= 3L * (FrameSlicer.JOIN_BYTES + 2 * 9), "copied " + copied);
+    assertTrue(sliced + copied >= payload.length && sliced >= payload.length - 3L * FrameSlicer.JOIN_BYTES,
+        "DATA is sliced from the plaintext buffers: " + sliced + " sliced, " + copied + " copied");
     // The end of the stream reaches the slicer (which releases the held part; the leak detector
     // would report it) and then the handler behind.
     assertFalse(server.finishAndReleaseAll());
