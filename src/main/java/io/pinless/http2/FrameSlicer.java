@@ -146,7 +146,7 @@ public final class FrameSlicer {
    * bytes left for a header. A join goes on when full, with END_STREAM, before a non-DATA frame
    * and at the end of a read batch ({@link #readComplete}); so within a batch a stream's small
    * frames reach gRPC as pieces of at least {@link #JOIN_BYTES} even when streams take turns.
-   * Made on the first join.
+   * Made on a batch's first join, given back when the batch ends.
    */
   private ByteBuf[] joins;
   private int[] joinStreams;
@@ -208,6 +208,9 @@ public final class FrameSlicer {
    */
   public void readComplete(ChannelHandlerContext ctx) {
     handOnJoins(ctx);
+    // Between batches the slicer keeps no table: a connection that goes quiet holds nothing.
+    joins = null;
+    joinStreams = null;
   }
 
   /** Releases what a frame in progress holds; the slicer then holds nothing. */

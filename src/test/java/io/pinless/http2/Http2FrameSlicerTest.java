@@ -628,6 +628,29 @@ class Http2FrameSlicerTest {
   }
 
   @Test
+  void aReadEndingInsideAFrameHeaderLeavesTheJoinsOpenForThatFrame() {
+    List<byte[]> parts = new ArrayList<>();
+    for (int i = 0; i < 200; i++) {
+      parts.add(frame(0, 0, 1, Http2Recording.pattern(10, i)));
+    }
+    byte[] stream = concat(parts);
+    int cut = 49 * 19 + 4; // inside the 50th frame's header, after 490 joined bytes
+    Run r = new Run(false, true);
+    ByteBuf first = PooledByteBufAllocator.DEFAULT.directBuffer(9 + cut);
+    first.writerIndex(9).readerIndex(9).writeBytes(stream, 0, cut);
+    ByteBuf second = PooledByteBufAllocator.DEFAULT.directBuffer(9 + stream.length - cut);
+    second.writerIndex(9).readerIndex(9).writeBytes(stream, cut, stream.length - cut);
+    r.ch.writeInbound(first, second);
+    assertEquals(0, r.slicer.heldBytes());
+    Map<Integer, List<Integer>> handed = new TreeMap<>();
+    Map<Integer, ByteArrayOutputStream> got = dataByStream(r.keep.concatenated(), handed);
+    assertArrayEquals(dataByStream(stream, new TreeMap<>()).get(1).toByteArray(),
+        got.get(1).toByteArray());
+    assertEquals(List.of(2000), handed.get(1), "one join across the cut header");
+    r.finish();
+  }
+
+  @Test
   void passesOtherMessagesThrough() {
     Run r = new Run(false);
     r.ch.writeInbound("event");
