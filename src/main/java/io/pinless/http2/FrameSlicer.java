@@ -462,10 +462,7 @@ public final class FrameSlicer {
       return pos;
     }
     int rest = pos + take;
-    in.setMedium(rest, length - take);
-    in.setByte(rest + 3, TYPE_DATA);
-    in.setByte(rest + 4, flags);
-    in.setInt(rest + 5, stream);
+    setDataHeader(in, rest, length - take, flags, stream);
     return rest;
   }
 
@@ -508,10 +505,7 @@ public final class FrameSlicer {
       joined.release();
       joined = right;
     }
-    joined.setMedium(0, joined.readableBytes() - FRAME_HEADER_BYTES);
-    joined.setByte(3, TYPE_DATA);
-    joined.setByte(4, flags);
-    joined.setInt(5, stream);
+    setDataHeader(joined, 0, joined.readableBytes() - FRAME_HEADER_BYTES, flags, stream);
     countData(false, joined.readableBytes());
     handOn(ctx, joined);
   }
@@ -596,10 +590,7 @@ public final class FrameSlicer {
       countData(false, FRAME_HEADER_BYTES + n);
       handOn(ctx, copy);
     } else if (start >= 0) {
-      in.setMedium(start, n);
-      in.setByte(start + 3, TYPE_DATA);
-      in.setByte(start + 4, flags);
-      in.setInt(start + 5, dataStreamId);
+      setDataHeader(in, start, n, flags, dataStreamId);
       countData(true, FRAME_HEADER_BYTES + n);
       addToRegion(ctx, in, start, start + FRAME_HEADER_BYTES + n);
     } else {
@@ -664,12 +655,21 @@ public final class FrameSlicer {
     ByteBuf out = gathered;
     gathered = null;
     int flags = left == 0 ? dataFlags : dataFlags & ~FLAG_END_STREAM;
-    out.setMedium(0, out.readableBytes() - FRAME_HEADER_BYTES);
-    out.setByte(3, TYPE_DATA);
-    out.setByte(4, flags);
-    out.setInt(5, dataStreamId);
+    setDataHeader(out, 0, out.readableBytes() - FRAME_HEADER_BYTES, flags, dataStreamId);
     countData(false, out.readableBytes());
     handOn(ctx, out);
+  }
+
+  /**
+   * Writes a DATA frame header at {@code index} of {@code buf}.
+   *
+   * @param buf borrowed: its indexes are not moved
+   */
+  private static void setDataHeader(ByteBuf buf, int index, int length, int flags, int stream) {
+    buf.setMedium(index, length);
+    buf.setByte(index + 3, TYPE_DATA);
+    buf.setByte(index + 4, flags);
+    buf.setInt(index + 5, stream);
   }
 
   /** @param to borrowed: a DATA frame header for {@code n} payload bytes is written to it */

@@ -175,25 +175,10 @@ final class HostileFraming {
       RawHttp2Client client = new RawHttp2Client(shape.security().secure(),
           "/" + TestService.CLIENT_STREAM.getFullMethodName(), STREAMS, MESSAGE_BYTES,
           shape.frame(), shape.record());
-      String clientHandshaker = Handshakers.address(handshakers.client());
-      channel = new Bootstrap()
-          .group(clientGroup)
-          .channel(NioSocketChannel.class)
-          .option(ChannelOption.ALLOCATOR, UnpooledByteBufAllocator.DEFAULT)
-          .handler(new ChannelInitializer<Channel>() {
-            @Override
-            protected void initChannel(Channel ch) throws Exception {
-              ch.pipeline().addLast(new RawHttp2Client.FlushGate());
-              ChannelHandler handshake = shape.security().handshake(ch, clientHandshaker);
-              if (handshake != null) {
-                ch.pipeline().addLast(handshake);
-              }
-              ch.pipeline().addLast(client);
-            }
-          })
-          .connect(new InetSocketAddress("127.0.0.1", server.getPort()))
-          .sync()
-          .channel();
+      channel = connect(new Bootstrap()
+              .group(clientGroup)
+              .option(ChannelOption.ALLOCATOR, UnpooledByteBufAllocator.DEFAULT),
+          shape.security(), client, Handshakers.address(handshakers.client()), server.getPort());
       client.ready().get(30, TimeUnit.SECONDS);
       client.sendUntil(first).get(120, TimeUnit.SECONDS);
       long before = held(serverAlloc);
@@ -213,6 +198,33 @@ final class HostileFraming {
       clientGroup.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
       server.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
     }
+  }
+
+  /**
+   * Connects {@code client} to a local {@code port} over NIO, behind a flush gate and, when
+   * {@code security} is secure, its handshake.
+   *
+   * @param bootstrap with its group and options set
+   * @param handshaker the client's ALTS handshaker address
+   */
+  static Channel connect(Bootstrap bootstrap, Security security, RawHttp2Client client,
+      String handshaker, int port) throws Exception {
+    return bootstrap
+        .channel(NioSocketChannel.class)
+        .handler(new ChannelInitializer<Channel>() {
+          @Override
+          protected void initChannel(Channel ch) throws Exception {
+            ch.pipeline().addLast(new RawHttp2Client.FlushGate());
+            ChannelHandler handshake = security.handshake(ch, handshaker);
+            if (handshake != null) {
+              ch.pipeline().addLast(handshake);
+            }
+            ch.pipeline().addLast(client);
+          }
+        })
+        .connect(new InetSocketAddress("127.0.0.1", port))
+        .sync()
+        .channel();
   }
 
   /**

@@ -54,18 +54,17 @@ class ZeroCopyDownloadTest {
   private static final int CHUNK_BYTES = 2 << 20;
   private static final int CHUNKS = 8;
 
-  private static Server clientHandshaker;
-  private static Server serverHandshaker;
+  /** The local ALTS handshakers, client's and server's. */
+  private static HostileFraming.Handshaker handshakers;
 
   @BeforeAll
   static void startHandshakers() throws Exception {
-    clientHandshaker = Handshakers.start("client-sa");
-    serverHandshaker = Handshakers.start("server-sa");
+    handshakers = HostileFraming.Handshaker.start();
   }
 
   @AfterAll
   static void stopHandshakers() throws Exception {
-    Handshakers.stop(clientHandshaker, serverHandshaker);
+    handshakers.close();
   }
 
   /** A server of {@link ChunkService} and a channel to it whose reads come from {@code pool}. */
@@ -112,8 +111,8 @@ class ZeroCopyDownloadTest {
     ZeroCopyMarshaller<Chunk> chunks = ZeroCopyMarshaller.of(Chunk.getDefaultInstance());
     List<Chunk> held = new ArrayList<>();
     try (Download d = new Download(
-        transport.server(Handshakers.address(serverHandshaker)),
-        transport.channel(Handshakers.address(clientHandshaker)), pool)) {
+        transport.server(Handshakers.address(handshakers.server())),
+        transport.channel(Handshakers.address(handshakers.client())), pool)) {
       long dataCopied = Metric.DATA_BYTES_COPIED.value();
       long recordCopied = Metric.RECORD_BYTES_COPIED.value();
       long messageCopied = Metric.MESSAGE_BYTES_COPIED.value();

@@ -16,15 +16,12 @@ import io.grpc.stub.ServerCalls;
 import io.grpc.stub.StreamObserver;
 import io.netty.bootstrap.Bootstrap;
 import io.netty.channel.Channel;
-import io.netty.channel.ChannelHandler;
-import io.netty.channel.ChannelInitializer;
 import io.netty.channel.ChannelOption;
 import io.netty.channel.ChannelOutboundBuffer;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.netty.channel.nio.NioIoHandler;
 import io.netty.channel.socket.nio.NioServerSocketChannel;
-import io.netty.channel.socket.nio.NioSocketChannel;
 import io.pinless.testing.RawHttp2Client;
 import io.grpc.netty.NettyChannelBuilder;
 import io.grpc.netty.NettyServerBuilder;
@@ -58,18 +55,17 @@ class ZeroCopyReadPathTest {
   /** Socket buffers that hold a whole flood of tiny frames (this machine allows up to 4 MiB). */
   private static final int FLOOD_SOCKET_BYTES = 2 << 20;
 
-  private static Server clientHandshaker;
-  private static Server serverHandshaker;
+  /** The local ALTS handshakers, client's and server's. */
+  private static HostileFraming.Handshaker handshakers;
 
   @BeforeAll
   static void startHandshakers() throws Exception {
-    clientHandshaker = Handshakers.start("client-sa");
-    serverHandshaker = Handshakers.start("server-sa");
+    handshakers = HostileFraming.Handshaker.start();
   }
 
   @AfterAll
   static void stopHandshakers() throws Exception {
-    Handshakers.stop(clientHandshaker, serverHandshaker);
+    handshakers.close();
   }
 
   /** Reads each message whole and counts the streams that were zero-copy capable. */
@@ -108,12 +104,12 @@ class ZeroCopyReadPathTest {
   @EnumSource(Transport.class)
   void everyReceivedMessageReachesTheMarshallerAsNioBuffers(Transport security) throws Exception {
     Server server = NettyServerBuilder.forAddress(
-            new InetSocketAddress("127.0.0.1", 0), security.server(Handshakers.address(serverHandshaker)))
+            new InetSocketAddress("127.0.0.1", 0), security.server(Handshakers.address(handshakers.server())))
         .addService(TestService.definition())
         .build()
         .start();
     ManagedChannel channel = NettyChannelBuilder.forAddress(
-            new InetSocketAddress("127.0.0.1", server.getPort()), security.channel(Handshakers.address(clientHandshaker)))
+            new InetSocketAddress("127.0.0.1", server.getPort()), security.channel(Handshakers.address(handshakers.client())))
         .build();
     try {
       Checking responses = new Checking(MESSAGES);
@@ -173,7 +169,7 @@ class ZeroCopyReadPathTest {
         .build();
     EventLoopGroup serverLoop = new MultiThreadIoEventLoopGroup(1, NioIoHandler.newFactory());
     Server server = NettyServerBuilder.forAddress(
-            new InetSocketAddress("127.0.0.1", 0), security.server(Handshakers.address(serverHandshaker)))
+            new InetSocketAddress("127.0.0.1", 0), security.server(Handshakers.address(handshakers.server())))
         .bossEventLoopGroup(serverLoop)
         .workerEventLoopGroup(serverLoop)
         .channelType(NioServerSocketChannel.class)
@@ -185,26 +181,11 @@ class ZeroCopyReadPathTest {
     try {
       RawHttp2Client client = new RawHttp2Client(security.secure(),
           "/" + upload.getFullMethodName(), streams, messageBytes, frameBytes, 16384);
-      HostileFraming.Security transport = HostileFraming.Security.valueOf(security.name());
-      String handshaker = Handshakers.address(clientHandshaker);
-      Channel channel = new Bootstrap()
-          .group(group)
-          .channel(NioSocketChannel.class)
-          .option(ChannelOption.SO_SNDBUF, FLOOD_SOCKET_BYTES)
-          .handler(new ChannelInitializer<Channel>() {
-            @Override
-            protected void initChannel(Channel ch) throws Exception {
-              ch.pipeline().addLast(new RawHttp2Client.FlushGate());
-              ChannelHandler handshake = transport.handshake(ch, handshaker);
-              if (handshake != null) {
-                ch.pipeline().addLast(handshake);
-              }
-              ch.pipeline().addLast(client);
-            }
-          })
-          .connect(new InetSocketAddress("127.0.0.1", server.getPort()))
-          .sync()
-          .channel();
+      Channel channel = HostileFraming.connect(new Bootstrap()
+              .group(group)
+              .option(ChannelOption.SO_SNDBUF, FLOOD_SOCKET_BYTES),
+          HostileFraming.Security.valueOf(security.name()), client,
+          Handshakers.address(handshakers.client()), server.getPort());
       client.ready().get(30, TimeUnit.SECONDS);
       // A flood: the server's loop waits until the client has written every frame into the
       // socket (whose buffers hold them all), so its reads find the socket full. (A sender slower than the reader makes reads that carry under

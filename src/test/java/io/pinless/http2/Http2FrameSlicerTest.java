@@ -82,6 +82,15 @@ class Http2FrameSlicerTest {
       ch = new EmbeddedChannel(slicer, keep);
     }
 
+    /** Feeds {@code stream} as two reads, cut at {@code cut}, of one read batch, with headroom. */
+    void feedInOneBatch(byte[] stream, int cut) {
+      ByteBuf first = PooledByteBufAllocator.DEFAULT.directBuffer(9 + cut);
+      first.writerIndex(9).readerIndex(9).writeBytes(stream, 0, cut);
+      ByteBuf second = PooledByteBufAllocator.DEFAULT.directBuffer(9 + stream.length - cut);
+      second.writerIndex(9).readerIndex(9).writeBytes(stream, cut, stream.length - cut);
+      ch.writeInbound(first, second);
+    }
+
     void feed(byte[] stream, int from, int to) {
       int room = headroom ? FrameSlicer.HEADROOM_BYTES : 0;
       ByteBuf read = PooledByteBufAllocator.DEFAULT.directBuffer(room + to - from);
@@ -610,11 +619,7 @@ class Http2FrameSlicerTest {
     byte[] stream = concat(parts);
     int cut = 60 * 19 + 9 + 16374; // the large frame's last 10 bytes go in the second read
     Run r = new Run(false, true);
-    ByteBuf first = PooledByteBufAllocator.DEFAULT.directBuffer(9 + cut);
-    first.writerIndex(9).readerIndex(9).writeBytes(stream, 0, cut);
-    ByteBuf second = PooledByteBufAllocator.DEFAULT.directBuffer(9 + stream.length - cut);
-    second.writerIndex(9).readerIndex(9).writeBytes(stream, cut, stream.length - cut);
-    r.ch.writeInbound(first, second);
+    r.feedInOneBatch(stream, cut);
     assertEquals(0, r.slicer.heldBytes());
     r.assertWholeUnits(false);
     Map<Integer, List<Integer>> handed = new TreeMap<>();
@@ -636,11 +641,7 @@ class Http2FrameSlicerTest {
     byte[] stream = concat(parts);
     int cut = 49 * 19 + 4; // inside the 50th frame's header, after 490 joined bytes
     Run r = new Run(false, true);
-    ByteBuf first = PooledByteBufAllocator.DEFAULT.directBuffer(9 + cut);
-    first.writerIndex(9).readerIndex(9).writeBytes(stream, 0, cut);
-    ByteBuf second = PooledByteBufAllocator.DEFAULT.directBuffer(9 + stream.length - cut);
-    second.writerIndex(9).readerIndex(9).writeBytes(stream, cut, stream.length - cut);
-    r.ch.writeInbound(first, second);
+    r.feedInOneBatch(stream, cut);
     assertEquals(0, r.slicer.heldBytes());
     Map<Integer, List<Integer>> handed = new TreeMap<>();
     Map<Integer, ByteArrayOutputStream> got = dataByStream(r.keep.concatenated(), handed);
