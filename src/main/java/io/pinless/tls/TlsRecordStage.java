@@ -24,8 +24,9 @@ import javax.net.ssl.SSLException;
  * out of the buffer the socket read into, into one pooled buffer per read, with no cumulation; a
  * record a read cuts short keeps only its own bytes; a header is checked before anything is
  * allocated from it (a length above 2^14 + 2048 is refused). OpenSSL's engine reads each record
- * in place and writes direct plaintext; the JDK's AES-GCM works on arrays, so for it each record
- * goes through a pooled heap copy and the plaintext is heap. A read's plaintext buffer is sized
+ * in place; the JDK's AES-GCM works on arrays, so for it each record goes through a pooled heap
+ * copy, which it decrypts in place before copying the plaintext out. The plaintext is direct with
+ * either engine, so a zero-copy marshaller can read it where it is. A read's plaintext buffer is sized
  * from its records' lengths less what the peer's last record added, so 16 KiB of plaintext takes
  * a 16 KiB buffer.
  *
@@ -50,9 +51,11 @@ public final class TlsRecordStage extends RecordFraming implements RecordStage {
 
   private final SSLEngine engine;
   /**
-   * The engine's output goes into pooled heap buffers: the JDK's engine, whose AES-GCM works on
-   * arrays and copies direct buffers through temporary ones (as {@code SslHandler} gives it heap
-   * buffers). OpenSSL's engine works on direct buffers in place.
+   * The engine is given records and plaintext to seal in pooled heap buffers, and seals into
+   * them: the JDK's engine, whose AES-GCM works on arrays and copies direct buffers through
+   * temporary ones (as {@code SslHandler} gives it heap buffers). OpenSSL's engine works on direct
+   * buffers in place. Received plaintext is direct either way: the JDK's engine decrypts in the
+   * record's buffer and copies out, and a direct destination costs it nothing more.
    */
   private final boolean heapOutput;
   /** What each record of the negotiated suite adds to its plaintext at least. */
@@ -131,13 +134,13 @@ public final class TlsRecordStage extends RecordFraming implements RecordStage {
    * Headroom only where it stays in the pool's size class: 16 KiB of plaintext and 9 bytes would
    * take a 20 KiB buffer (the slicer then puts a cut frame's header in front itself).
    *
-   * @return owned by the caller: pooled heap for the JDK's engine, else pooled direct
+   * @return owned by the caller: pooled direct, with either engine
    */
   @Override
   protected ByteBuf allocateOutput(ChannelHandlerContext ctx, int headroom, int plaintextBytes) {
     int size = ReadPolicy.sizeClass(plaintextBytes);
     int front = ReadPolicy.sizeClass(headroom + plaintextBytes) == size ? headroom : 0;
-    return allocate(ctx, front + plaintextBytes).writerIndex(front).readerIndex(front);
+    return ctx.alloc().directBuffer(front + plaintextBytes).writerIndex(front).readerIndex(front);
   }
 
   @Override
@@ -151,7 +154,7 @@ public final class TlsRecordStage extends RecordFraming implements RecordStage {
     return RECORDS_PER_READ * (TlsRecords.HEADER_BYTES + TlsRecords.MAX_PLAINTEXT_BYTES + 22);
   }
 
-  /** @return owned by the caller: a pooled buffer for the engine's output */
+  /** @return owned by the caller: a pooled buffer to seal from or into, heap for the JDK's engine */
   private ByteBuf allocate(ChannelHandlerContext ctx, int capacity) {
     return heapOutput ? ctx.alloc().heapBuffer(capacity) : ctx.alloc().directBuffer(capacity);
   }
@@ -269,7 +272,7 @@ public final class TlsRecordStage extends RecordFraming implements RecordStage {
     ByteBuf first = early;
     early = null;
     if (first.readerIndex() < headroom) {
-      ByteBuf copy = allocate(ctx, headroom + first.readableBytes())
+      ByteBuf copy = ctx.alloc().directBuffer(headroom + first.readableBytes())
           .writerIndex(headroom).readerIndex(headroom);
       copy.writeBytes(first);
       first.release();
