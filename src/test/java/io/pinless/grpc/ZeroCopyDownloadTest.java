@@ -19,8 +19,13 @@ import io.grpc.stub.ClientCalls;
 import io.grpc.stub.StreamObserver;
 import io.netty.buffer.PooledByteBufAllocator;
 import io.netty.channel.ChannelOption;
+import io.netty.channel.EventLoopGroup;
+import io.netty.channel.MultiThreadIoEventLoopGroup;
+import io.netty.channel.nio.NioIoHandler;
+import io.netty.channel.socket.nio.NioSocketChannel;
 import io.pinless.PinlessMetrics.Metric;
 import io.pinless.Settings;
+import io.pinless.read.ReadPolicy;
 import io.pinless.testing.Chunk;
 import io.pinless.testing.ChunkService;
 import io.pinless.testing.Handshakers;
@@ -31,12 +36,12 @@ import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Locale;
-import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
-import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -71,6 +76,8 @@ class ZeroCopyDownloadTest {
   private static final class Download implements AutoCloseable {
     final Server server;
     final ManagedChannel channel;
+    /** The client channel's one event loop, where its read budget sweeps on a timer. */
+    final EventLoopGroup clientLoop = new MultiThreadIoEventLoopGroup(1, NioIoHandler.newFactory());
 
     Download(ServerCredentials serverCredentials, ChannelCredentials channelCredentials,
         PooledByteBufAllocator pool) throws Exception {
@@ -80,9 +87,21 @@ class ZeroCopyDownloadTest {
           .start();
       channel = NettyChannelBuilder.forAddress(
               new InetSocketAddress("127.0.0.1", server.getPort()), channelCredentials)
+          .eventLoopGroup(clientLoop)
+          .channelType(NioSocketChannel.class)
           .withOption(ChannelOption.ALLOCATOR, pool)
           .maxInboundMessageSize(4 * CHUNK_BYTES)
           .build();
+    }
+
+    /**
+     * Returns once the client's read budget has swept since the call: a task on the client's
+     * loop due after the longest the sweep timer waits (twice it) runs after every sweep due
+     * before it, and a sweep releases what downstream released before it.
+     */
+    void afterBudgetSweeps() throws Exception {
+      clientLoop.next().schedule(() -> null, 2 * ReadPolicy.MAX_SWEEP_MILLIS, TimeUnit.MILLISECONDS)
+          .get(30, TimeUnit.SECONDS);
     }
 
     Iterator<Chunk> download(io.grpc.MethodDescriptor.Marshaller<Chunk> marshaller, int chunks) {
@@ -95,6 +114,7 @@ class ZeroCopyDownloadTest {
     public void close() throws InterruptedException {
       channel.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
       server.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+      clientLoop.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
     }
   }
 
@@ -151,8 +171,9 @@ class ZeroCopyDownloadTest {
       // The views are the pool's memory: held, the chunks keep it live, at most 4 times their
       // size once the read budget has let go of what nobody holds.
       assertTrue(PoolBytes.liveBytes(pool) >= payload, "the held chunks live in the pool");
-      awaitTrue(() -> PoolBytes.liveBytes(pool) <= 4 * payload,
-          () -> "held chunks pin " + PoolBytes.liveBytes(pool) + " pooled bytes for " + payload);
+      d.afterBudgetSweeps();
+      assertTrue(PoolBytes.liveBytes(pool) <= 4 * payload,
+          "held chunks pin " + PoolBytes.liveBytes(pool) + " pooled bytes for " + payload);
 
       for (Chunk chunk : held) {
         try (ZeroCopyMarshaller.Lease lease = chunks.lease(chunk)) {
@@ -163,8 +184,9 @@ class ZeroCopyDownloadTest {
       IllegalStateException twice =
           assertThrows(IllegalStateException.class, () -> chunks.release(held.get(0)));
       assertTrue(twice.getMessage().contains("released twice"), twice.getMessage());
-      awaitTrue(() -> PoolBytes.liveBytes(pool) < payload / 4,
-          () -> "released, the chunks give back their memory: " + PoolBytes.liveBytes(pool));
+      d.afterBudgetSweeps();
+      assertTrue(PoolBytes.liveBytes(pool) < payload / 4,
+          "released, the chunks give back their memory: " + PoolBytes.liveBytes(pool));
     }
   }
 
@@ -199,11 +221,13 @@ class ZeroCopyDownloadTest {
     int count = (int) (budget / CHUNK_BYTES) + 16;
     PooledByteBufAllocator pool = pool();
     ZeroCopyMarshaller<Chunk> chunks = ZeroCopyMarshaller.of(Chunk.getDefaultInstance());
-    ConcurrentLinkedQueue<Chunk> held = new ConcurrentLinkedQueue<>();
+    // What the call delivers, in order: chunks, then END once it has ended.
+    BlockingQueue<Object> arrivals = new LinkedBlockingQueue<>();
+    Object end = new Object();
+    CountDownLatch nearBudget = new CountDownLatch((int) (budget / CHUNK_BYTES) - 2);
     AtomicInteger received = new AtomicInteger();
     AtomicInteger wrong = new AtomicInteger();
     AtomicReference<Throwable> failed = new AtomicReference<>();
-    CountDownLatch done = new CountDownLatch(1);
     try (Download d = new Download(PinlessServerCredentials.insecure(),
         PinlessChannelCredentials.insecure(), pool)) {
       long readsHeld = Metric.READS_HELD.value();
@@ -216,24 +240,29 @@ class ZeroCopyDownloadTest {
               if (!ChunkService.matches(chunk)) {
                 wrong.incrementAndGet();
               }
-              held.add(chunk);
               received.incrementAndGet();
+              arrivals.add(chunk);
+              nearBudget.countDown();
             }
 
             @Override
             public void onError(Throwable t) {
               failed.set(t);
-              done.countDown();
+              arrivals.add(end);
             }
 
             @Override
             public void onCompleted() {
-              done.countDown();
+              arrivals.add(end);
             }
           });
-      awaitTrue(() -> Metric.READS_HELD.value() > readsHeld || done.getCount() == 0,
-          () -> "reads are held back once the held chunks reach the budget");
-      assertEquals(1, done.getCount(), "the download waits for the application");
+      assertTrue(nearBudget.await(30, TimeUnit.SECONDS), "chunks up to near the budget arrive");
+      // The connection reads on until what the application holds passes the budget, then holds
+      // its reads, retrying on the budget's timer.
+      d.afterBudgetSweeps();
+      assertTrue(Metric.READS_HELD.value() > readsHeld,
+          "reads are held back once the held chunks reach the budget");
+      assertFalse(arrivals.contains(end), "the download waits for the application");
       long heldBytes = (long) received.get() * CHUNK_BYTES;
       assertTrue(heldBytes <= budget + 2L * CHUNK_BYTES,
           "held " + heldBytes + " bytes in chunks against a budget of " + budget);
@@ -241,29 +270,14 @@ class ZeroCopyDownloadTest {
           "pooled memory stays at the budget: " + PoolBytes.liveBytes(pool));
 
       // The application catches up: it releases what it holds, and each chunk as it comes.
-      while (done.getCount() > 0 || !held.isEmpty()) {
-        Chunk chunk = held.poll();
-        if (chunk != null) {
-          chunks.release(chunk);
-        } else {
-          done.await(10, TimeUnit.MILLISECONDS);
-        }
+      for (Object next = arrivals.poll(30, TimeUnit.SECONDS); next != end;
+          next = arrivals.poll(30, TimeUnit.SECONDS)) {
+        assertTrue(next != null, "the download goes on once chunks are released");
+        chunks.release((Chunk) next);
       }
       assertEquals(null, failed.get());
       assertEquals(count, received.get());
       assertEquals(0, wrong.get());
-    }
-  }
-
-  /** Waits up to 30 s for {@code condition}, polling; fails with {@code message} otherwise. */
-  private static void awaitTrue(BooleanSupplier condition,
-      java.util.function.Supplier<String> message) throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-    while (!condition.getAsBoolean()) {
-      if (System.nanoTime() > deadline) {
-        throw new AssertionError(message.get());
-      }
-      Thread.sleep(5);
     }
   }
 }

@@ -3,6 +3,7 @@ package io.pinless.testing;
 import io.netty.buffer.ByteBuf;
 import io.netty.channel.ChannelDuplexHandler;
 import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelPromise;
 import io.netty.handler.codec.http2.DefaultHttp2Headers;
 import io.netty.handler.codec.http2.DefaultHttp2HeadersEncoder;
 import io.netty.handler.codec.http2.Http2Exception;
@@ -75,6 +76,8 @@ public final class RawHttp2Client extends ChannelDuplexHandler {
   private int nextStream;
   private long pingCount;
   private CompletableFuture<Void> burst;
+  /** Completes once the current burst is written to the socket; set by {@link #sendUntil}. */
+  private volatile CompletableFuture<Void> written;
   private Throwable failure;
 
   /**
@@ -94,6 +97,14 @@ public final class RawHttp2Client extends ChannelDuplexHandler {
     this.messageBytes = messageBytes;
     this.frameBytes = frameBytes;
     this.recordBytes = recordBytes;
+  }
+
+  /**
+   * Completes once the bytes of the burst {@link #sendUntil} last started, its closing PING
+   * included, are written to the socket (before the server need read them).
+   */
+  public CompletableFuture<Void> written() {
+    return written;
   }
 
   /** Completes once the streams are open, or fails with the connection's error. */
@@ -119,6 +130,7 @@ public final class RawHttp2Client extends ChannelDuplexHandler {
     if (payloadBytes > messageBytes) {
       throw new IllegalArgumentException(payloadBytes + " bytes of a " + messageBytes + "-byte message");
     }
+    written = new CompletableFuture<>();
     CompletableFuture<Void> done = new CompletableFuture<>();
     ctx.executor().execute(() -> {
       if (failure != null) {
@@ -279,7 +291,16 @@ public final class RawHttp2Client extends ChannelDuplexHandler {
     ByteBuf ping = ctx.alloc().buffer(17);
     writeFrameHeader(ping, 8, PING, 0, 0);
     ping.writeLong(++pingCount);
-    emit(ping);
+    CompletableFuture<Void> burstWritten = written;
+    ChannelPromise pingWritten = ctx.newPromise();
+    pingWritten.addListener(f -> {
+      if (f.isSuccess()) {
+        burstWritten.complete(null);
+      } else {
+        burstWritten.completeExceptionally(f.cause());
+      }
+    });
+    emit(ping, pingWritten);
     flushNow();
   }
 
@@ -300,14 +321,24 @@ public final class RawHttp2Client extends ChannelDuplexHandler {
    * @param out owned: released once written
    */
   private void emit(ByteBuf out) {
+    emit(out, null);
+  }
+
+  /**
+   * @param out owned: released once written
+   * @param promise completed once the last byte of {@code out} is written; null for none
+   */
+  private void emit(ByteBuf out, ChannelPromise promise) {
     if (records == null) {
       unflushed += out.readableBytes();
-      ctx.write(out, ctx.voidPromise());
+      ctx.write(out, promise == null ? ctx.voidPromise() : promise);
       return;
     }
     while (out.isReadable()) {
       int take = Math.min(out.readableBytes(), recordBytes - recordFill);
-      records.write(ctx, out.readRetainedSlice(take), ctx.newPromise());
+      boolean last = take == out.readableBytes();
+      records.write(ctx, out.readRetainedSlice(take),
+          last && promise != null ? promise : ctx.newPromise());
       recordFill += take;
       unflushed += take;
       if (recordFill == recordBytes) {
