@@ -45,8 +45,11 @@ import io.pinless.read.ReadBudget;
  * on as one DATA frame when full, at END_STREAM, before any frame that is not DATA, and when the
  * read batch ends: so within a batch no stream's DATA goes on in pieces under 1 KiB but its last.
  * A larger frame of a stream with a join open gives the join its head (up to {@link #JOIN_BYTES})
- * and goes on as the rest; a cut frame's small last piece opens a join; a cut frame's pieces
- * join what its stream has joined. Flow control counts the same bytes.
+ * and goes on as the rest; a cut frame's pieces join what its stream has joined. A read that
+ * leaves a cut frame less than {@link #JOIN_BYTES} to come keeps back the tail of its piece, so the
+ * frame's last piece is {@link #JOIN_BYTES} long even when it arrives in a batch of its own: two
+ * small pieces in a row would be copied by gRPC, and a message may start in the tail of any
+ * piece. Flow control counts the same bytes.
  *
  * <p>A read that filled less than 1/{@link #FILL_RATIO} of its buffer (the rest of a burst, a
  * trickle, the last bytes before a peer stalls) has its DATA copied whatever the frames' sizes:
@@ -581,6 +584,10 @@ public final class FrameSlicer {
       n -= take;
     }
     handOnGathered(ctx);
+    // A rest under JOIN_BYTES would go on as a small piece of its own when its read ends the
+    // batch: this piece keeps back enough of its tail that the frame's last piece is JOIN_BYTES.
+    int keep = n < left && left - n < JOIN_BYTES ? JOIN_BYTES - (left - n) : 0;
+    n -= keep;
     int flags = n == left ? dataFlags : dataFlags & ~FLAG_END_STREAM;
     int start = in.readerIndex() - FRAME_HEADER_BYTES;
     if (!mayPin(frameBytes, pinBase)) {
@@ -603,6 +610,9 @@ public final class FrameSlicer {
     }
     in.skipBytes(n);
     left -= n;
+    if (keep > 0) {
+      gather(ctx, in, keep);
+    }
     if (left == 0) {
       state = State.FRAME;
     }

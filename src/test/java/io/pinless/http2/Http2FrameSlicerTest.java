@@ -607,7 +607,7 @@ class Http2FrameSlicerTest {
   }
 
   @Test
-  void joinsSpanTheReadsOfOneBatchAndTheLastPieceOfACutFrameJoinsToo() {
+  void joinsSpanTheReadsOfOneBatchAndACutFrameKeepsBackEnoughForItsLastPiece() {
     List<byte[]> parts = new ArrayList<>();
     for (int i = 0; i < 60; i++) {
       parts.add(frame(0, 0, 1, Http2Recording.pattern(10, i)));
@@ -626,10 +626,38 @@ class Http2FrameSlicerTest {
     Map<Integer, ByteArrayOutputStream> got = dataByStream(r.keep.concatenated(), handed);
     assertArrayEquals(dataByStream(stream, new TreeMap<>()).get(1).toByteArray(),
         got.get(1).toByteArray());
-    assertEquals(List.of(FrameSlicer.JOIN_BYTES, 600 + 16374 - FrameSlicer.JOIN_BYTES, 10 + 600),
-        handed.get(1), "the joined small frames take the large frame's head; its 10-byte last"
-            + " piece joins the small frames after it, in the next read of the batch");
+    int join = FrameSlicer.JOIN_BYTES;
+    assertEquals(List.of(join, 16374 - (join - 600) - (join - 10), join, 600), handed.get(1),
+        "the joined small frames take the large frame's head; its first piece keeps back what"
+            + " its 10-byte last piece needs to go on JOIN_BYTES long; the small frames after it"
+            + " join, in the next read of the batch");
     r.finish();
+  }
+
+  /**
+   * A message may start in the last bytes of any piece, and gRPC copies two small pieces in a
+   * row: a cut frame's rest that comes alone, in a batch of its own, still goes on JOIN_BYTES long.
+   */
+  @Test
+  void aCutFramesSmallRestInABatchOfItsOwnGoesOnJoinBytesLong() {
+    byte[] stream = concat(List.of(frame(0, 0, 1, Http2Recording.pattern(16384, 3)),
+        frame(0, 0, 1, Http2Recording.pattern(16384, 4))));
+    for (int rest : new int[] {1, 10, FrameSlicer.JOIN_BYTES - 1}) {
+      Run r = new Run(false, true);
+      int cut = 9 + 16384 - rest;
+      r.feed(stream, 0, cut);
+      r.feed(stream, cut, 9 + 16384);
+      r.feed(stream, 9 + 16384, stream.length);
+      Map<Integer, List<Integer>> handed = new TreeMap<>();
+      Map<Integer, ByteArrayOutputStream> got = dataByStream(r.keep.concatenated(), handed);
+      assertArrayEquals(dataByStream(stream, new TreeMap<>()).get(1).toByteArray(),
+          got.get(1).toByteArray());
+      assertEquals(List.of(16384 - FrameSlicer.JOIN_BYTES, FrameSlicer.JOIN_BYTES, 16384),
+          handed.get(1), "rest " + rest);
+      assertEquals(9 + FrameSlicer.JOIN_BYTES, r.copiedDataBytes(),
+          "only the last piece is copied: rest " + rest);
+      r.finish();
+    }
   }
 
   @Test
