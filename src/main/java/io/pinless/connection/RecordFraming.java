@@ -13,14 +13,16 @@ import java.util.function.BiConsumer;
  * <pre>
  *   read buffer:  | record 1 | record 2 | head of record 3 |
  *                      |          |            |
- *                      v open     v open       v copied (its own bytes only) into a buffer
- *   handed on:    | plain 1  | plain 2  |        sized from its header
- *                 one pooled buffer per read
+ *                      v open     v open       v kept where it lies when the buffer has
+ *   handed on:    | plain 1  | plain 2  |        room for its rest; else copied (its own
+ *                 one pooled buffer per read       bytes only) into a buffer of its own
  * </pre>
  *
  * <p>Whole records are opened straight out of the read buffer into one output buffer per read,
- * sized from the headers of the records that read completes. A record a read cuts short is
- * copied into a buffer of its own (before its header is complete, into a {@code long}), so the
+ * sized from the headers of the records that read completes. A record a read cuts short stays
+ * where it lies when the read buffer has room for the rest and pins at most {@link #HEAD_RATIO}
+ * times what has come: the rest is read in behind its head, and nothing is copied. Otherwise it
+ * is copied into a buffer of its own (before its header is complete, into a {@code long}), so the
  * read buffer is released at once. That buffer takes the whole record's size once a quarter of
  * the record has come ({@link #HEAD_RATIO}); before, only the head's, so a peer that stalls early
  * in a large record pins little more than it sent. When the rest is large ({@link
@@ -35,7 +37,8 @@ import java.util.function.BiConsumer;
  * before it is handed on, the exception is rethrown, and later input is dropped. So is everything
  * after the layer's end of input ({@link #endInput}, such as TLS's close_notify).
  *
- * <p>Memory: idle it holds no buffer; mid-record, one buffer of at most that record's size.
+ * <p>Memory: idle it holds no buffer; mid-record, one buffer of at most that record's size, or
+ * the read buffer the record came in, at most {@link #HEAD_RATIO} times the bytes received.
  * Confined to the channel's event loop.
  */
 public abstract class RecordFraming {
@@ -75,6 +78,8 @@ public abstract class RecordFraming {
   private ByteBuf partial;
   /** The whole size of the record in {@link #partial}. */
   private int partialRecordBytes;
+  /** When {@link #partial} is a slice of the read buffer it came in, that buffer's size; else 0. */
+  private int keptReadBytes;
   private State state = State.IDLE;
 
   /** @param headerSize the bytes of a record header, 1 to 8 */
@@ -216,6 +221,7 @@ public abstract class RecordFraming {
         openRecord(partial, partial.readerIndex(), partial.readableBytes(), out);
         partial.release();
         partial = null;
+        keptReadBytes = 0;
       }
       while (in.readerIndex() < wholeEnd && state == State.IDLE) {
         int start = in.readerIndex();
@@ -232,7 +238,7 @@ public abstract class RecordFraming {
     }
     if (state == State.ENDED) {
       in.skipBytes(in.readableBytes());
-    } else if (in.isReadable()) {
+    } else if (in.isReadable() && !keepCutRecord(in)) {
       fillHeader(ctx, in);
     }
     if (!out.isReadable()) {
@@ -240,6 +246,34 @@ public abstract class RecordFraming {
       return null;
     }
     return out;
+  }
+
+  /**
+   * Keeps a record cut at the end of {@code in} where it lies, when the read buffer has room for
+   * the rest of it and pins at most {@link #HEAD_RATIO} times what has come: the record's buffer
+   * is then a slice of the read buffer, the next read goes on where this one ended, and its head
+   * is never copied.
+   *
+   * @param in borrowed: a read buffer holding the cut record's head and nothing after it; its
+   *     reader index is advanced past the head when it is kept
+   * @return false when the head is to be copied instead
+   */
+  private boolean keepCutRecord(ByteBuf in) {
+    int start = in.readerIndex();
+    int head = in.readableBytes();
+    if (head < headerSize || (long) head * HEAD_RATIO < in.capacity() || in.isReadOnly()) {
+      return false;
+    }
+    int recordBytes = recordBytes(peekHeader(in, start));
+    if (recordBytes <= MIN_DIRECT_READ_BYTES || start + recordBytes > in.capacity()) {
+      return false;
+    }
+    partial = in.retainedSlice(start, recordBytes).writerIndex(head);
+    partialRecordBytes = recordBytes;
+    keptReadBytes = in.capacity();
+    state = State.BODY;
+    in.skipBytes(head);
+    return true;
   }
 
   private long peekHeader(ByteBuf in, int index) {
@@ -366,10 +400,14 @@ public abstract class RecordFraming {
       partial = null;
     }
     partialRecordBytes = 0;
+    keptReadBytes = 0;
   }
 
   /** How many bytes are held between reads: 0 when idle. */
   public int heldBytes() {
-    return partial == null ? 0 : partial.capacity();
+    if (partial == null) {
+      return 0;
+    }
+    return keptReadBytes > 0 ? keptReadBytes : partial.capacity();
   }
 }
