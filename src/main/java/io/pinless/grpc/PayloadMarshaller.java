@@ -17,9 +17,11 @@ import java.util.List;
  * messages the application forwards or stores as they are.
  *
  * <p>A received payload is zero-copy when gRPC's message stream is {@link KnownLength},
- * {@link io.grpc.HasByteBuffer} and {@link io.grpc.Detachable} with every piece in an NIO buffer
- * (uncompressed messages on grpc-netty). Such a payload must be closed. Otherwise the bytes are
- * copied into one heap buffer and the close only marks the payload closed.
+ * {@link io.grpc.HasByteBuffer} and {@link io.grpc.Detachable} with its pieces in NIO buffers
+ * (uncompressed messages on grpc-netty); parts without one (grpc-core's heap copies of runs of
+ * small pieces), at most 1/8 of the message, are copied into heap buffers among the views. Such a
+ * payload must be closed. Otherwise the bytes are copied into one heap buffer and the close only
+ * marks the payload closed.
  *
  * <p>Memory: holds nothing itself. What a received payload holds is described on {@link Payload}.
  */
@@ -47,8 +49,19 @@ public final class PayloadMarshaller implements MethodDescriptor.Marshaller<Payl
         if (received == null) {
           return Payload.of();
         }
-        Metric.MESSAGE_BYTES_ALIASED.add(received.size());
-        return Payload.received(received);
+        if (received.aliasable()) {
+          Metric.MESSAGE_BYTES_ALIASED.add(received.size() - received.copiedBytes());
+          Metric.MESSAGE_BYTES_COPIED.add(received.copiedBytes());
+          return Payload.received(received);
+        }
+        try {
+          stream = received.stream();
+          byte[] bytes = stream.readAllBytes();
+          Metric.MESSAGE_BYTES_COPIED.add(bytes.length);
+          return Payload.wrap(bytes);
+        } finally {
+          received.release();
+        }
       }
       byte[] bytes = stream.readAllBytes();
       Metric.MESSAGE_BYTES_COPIED.add(bytes.length);

@@ -22,35 +22,50 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * exactly once. The {@link ByteBuffer} views of {@link #pieces()} are valid until then. After it
  * the memory behind them goes back to its pool and may hold another message.
  *
+ * <p>gRPC copies runs of small pieces into heap arrays that offer no NIO buffer (grpc-core's
+ * {@code CompositeReadableBuffer}). Such parts are read into heap arrays of their own, copied and
+ * counted ({@link #copiedBytes()}), and the rest is still collected as views; a message with more
+ * than 1/{@value #COPIED_SHARE} of its bytes in such parts is not worth aliasing ({@link
+ * #aliasable()} is false) and is read whole from {@link #stream()}.
+ *
  * <p>Memory: holds the whole message (on pinless connections, pooled direct buffers) plus the
  * list of views, until released.
  */
 final class ReceivedBuffers {
+  /** A message with more than 1/this of its bytes in parts without NIO buffers is copied whole. */
+  static final int COPIED_SHARE = 8;
+  /** The first read of a part without NIO buffers; each further read of it doubles, up to 64 KiB. */
+  private static final int FIRST_COPY_BYTES = 256;
+  private static final int LARGEST_COPY_BYTES = 65536;
+
   /** Owns the pieces; closing it releases them. Read position at the start of the message. */
   private final InputStream detached;
-  /** Views of the pieces in message order, each from its first to its last message byte. */
+  /**
+   * Views of the pieces in message order, each from its first to its last message byte; heap
+   * copies for parts without NIO buffers. Null when the message is not {@linkplain #aliasable}.
+   */
   private final List<ByteBuffer> pieces;
   /** Message bytes over all pieces. */
   private final int size;
+  /** Message bytes read into heap copies: those of parts without NIO buffers. */
+  private int copied;
   /** Set by the first release. */
   private final AtomicBoolean released = new AtomicBoolean();
 
-  private ReceivedBuffers(InputStream detached, List<ByteBuffer> pieces, int size) {
+  private ReceivedBuffers(InputStream detached, int size) throws IOException {
     this.detached = detached;
-    this.pieces = pieces;
     this.size = size;
+    this.pieces = collect();
   }
 
   /**
    * Whether the message in {@code stream} can be detached and read piece by piece: the stream is
-   * {@link KnownLength}, {@link HasByteBuffer} and {@link Detachable}, and every piece offers an
-   * NIO buffer.
+   * {@link KnownLength}, {@link HasByteBuffer}, {@link Detachable} and can be marked.
    */
   static boolean detachable(InputStream stream) {
     return stream instanceof KnownLength
         && stream instanceof Detachable
         && stream instanceof HasByteBuffer
-        && ((HasByteBuffer) stream).byteBufferSupported()
         && stream.markSupported();
   }
 
@@ -67,26 +82,52 @@ final class ReceivedBuffers {
     }
     InputStream detached = ((Detachable) stream).detach();
     try {
-      return new ReceivedBuffers(detached, collect(detached, size), size);
+      return new ReceivedBuffers(detached, size);
     } catch (IOException | RuntimeException | Error e) {
       closeSuppressing(detached, e);
       throw e;
     }
   }
 
-  /** Reads the pieces of {@code in}: marks, takes each piece's buffer and skips it, resets. */
-  private static List<ByteBuffer> collect(InputStream in, int size) throws IOException {
+  /**
+   * Reads the pieces of the detached stream: marks, takes each piece's buffer and skips it (or
+   * reads a part without one into heap arrays), resets. Null once too much is copied.
+   */
+  private List<ByteBuffer> collect() throws IOException {
+    InputStream in = detached;
     if (!(in instanceof HasByteBuffer) || !in.markSupported()) {
       throw new IllegalStateException(
           "detached stream " + in.getClass().getName() + " offers no buffers to mark");
     }
     HasByteBuffer buffers = (HasByteBuffer) in;
+    boolean everyPieceHasOne = buffers.byteBufferSupported();
     // The mark keeps the pieces skipped over: without it a composite closes each one passed.
     in.mark(size);
-    List<ByteBuffer> pieces = new ArrayList<>();
+    List<ByteBuffer> views = new ArrayList<>();
     int left = size;
+    int copyBytes = FIRST_COPY_BYTES;
     while (left > 0) {
-      ByteBuffer piece = buffers.getByteBuffer();
+      ByteBuffer piece;
+      try {
+        piece = buffers.getByteBuffer();
+      } catch (UnsupportedOperationException e) {
+        if (everyPieceHasOne) {
+          throw new IllegalStateException("detached stream's piece offers no buffer", e);
+        }
+        // A part without an NIO buffer, of unknown length: read in doubling steps until the
+        // next piece offers one (the last step may copy the head of that piece too).
+        int n = Math.min(copyBytes, left);
+        views.add(ByteBuffer.wrap(in.readNBytes(n)));
+        copied += n;
+        left -= n;
+        if ((long) copied * COPIED_SHARE > size) {
+          in.reset();
+          return null;
+        }
+        copyBytes = Math.min(2 * copyBytes, LARGEST_COPY_BYTES);
+        continue;
+      }
+      copyBytes = FIRST_COPY_BYTES;
       if (piece == null || !piece.hasRemaining()) {
         throw new IllegalStateException(
             "detached stream gave no buffer with " + left + " of " + size + " bytes left");
@@ -94,7 +135,7 @@ final class ReceivedBuffers {
       int n = Math.min(piece.remaining(), left);
       ByteBuffer view = piece.duplicate();
       view.limit(view.position() + n);
-      pieces.add(view.slice());
+      views.add(view.slice());
       long skipped = in.skip(n);
       if (skipped != n) {
         throw new IllegalStateException("skipped " + skipped + " of a " + n + "-byte piece");
@@ -102,10 +143,31 @@ final class ReceivedBuffers {
       left -= n;
     }
     in.reset();
-    return Collections.unmodifiableList(pieces);
+    return Collections.unmodifiableList(views);
   }
 
-  /** Views of the message's pieces, in order; valid until {@link #release()}. */
+  /**
+   * Whether the message is read from {@link #pieces()}: false when more than
+   * 1/{@value #COPIED_SHARE} of it came without NIO buffers; read it from {@link #stream()} then.
+   */
+  boolean aliasable() {
+    return pieces != null;
+  }
+
+  /** Bytes of the message in parts without NIO buffers, read into heap copies. */
+  int copiedBytes() {
+    return pieces == null ? size : copied;
+  }
+
+  /** The detached stream, at the start of the message; valid until {@link #release()}. */
+  InputStream stream() {
+    return detached;
+  }
+
+  /**
+   * Views of the message's pieces, in order, valid until {@link #release()}; null when not
+   * {@link #aliasable()}.
+   */
   List<ByteBuffer> pieces() {
     return pieces;
   }

@@ -53,11 +53,12 @@ import java.util.concurrent.ConcurrentHashMap;
  * is garbage-collected and this marshaller next runs.
  *
  * <p>The zero-copy path needs gRPC's message stream to be {@link KnownLength},
- * {@link io.grpc.HasByteBuffer} and {@link io.grpc.Detachable} with every piece in an NIO buffer
- * (uncompressed messages on grpc-netty). Otherwise, and for empty messages, it parses by copying
- * as {@link ProtoLiteUtils} does, and the message needs no release. {@link #isZeroCopy} tells the
- * two apart. grpc-core copies runs of pieces under 1 KiB into heap arrays that offer no NIO
- * buffer, so a message that arrived partly in such runs is copied.
+ * {@link io.grpc.HasByteBuffer} and {@link io.grpc.Detachable} with its pieces in NIO buffers
+ * (uncompressed messages on grpc-netty). grpc-core copies runs of pieces under 1 KiB into heap
+ * arrays that offer no NIO buffer: such parts are copied, and the rest aliased, as long as they
+ * are at most 1/8 of the message. Otherwise, and for empty messages, it parses by copying as
+ * {@link ProtoLiteUtils} does, and the message needs no release. {@link #isZeroCopy} tells the
+ * two apart.
  *
  * <pre>
  *   pieces of one message:  [ 16 KiB direct ][ 40 B heap ][ 1 MiB direct ]
@@ -65,10 +66,10 @@ import java.util.concurrent.ConcurrentHashMap;
  *                                           (pooled direct)
  * </pre>
  *
- * <p>Pieces under {@value #MIN_ALIASED_PIECE} bytes and heap pieces are copied into one pooled
- * direct staging buffer: protobuf's decoder aliases only when every piece is direct, and its rope
- * joins pieces under 128 bytes into a heap array. A message with no piece left to alias is parsed
- * by copying.
+ * <p>Pieces under {@value #MIN_ALIASED_PIECE} bytes, heap pieces and parts without NIO buffers
+ * are copied into one pooled direct staging buffer: protobuf's decoder aliases only when every
+ * piece is direct, and its rope joins pieces under 128 bytes into a heap array. A message with no
+ * piece left to alias is parsed by copying.
  *
  * <p>Memory: per unreleased message, its received buffers, the staging buffer if any, and one
  * map entry. A released message keeps a small entry, so that a second release fails, until it is
@@ -132,6 +133,13 @@ public final class ZeroCopyMarshaller<T extends MessageLite>
     }
     if (buffers == null) {
       return prototype;
+    }
+    if (!buffers.aliasable()) {
+      try {
+        return parseCopying(buffers.stream());
+      } finally {
+        buffers.release();
+      }
     }
     ByteBuf staging = null;
     try {

@@ -58,6 +58,37 @@ class PayloadMarshallerTest {
     }
   }
 
+  /** grpc-core's heap copy of two small pieces is copied; the rest stays views. */
+  @Test
+  void aPartGrpcCopiedToTheHeapIsCopiedAndTheRestAreViews() throws IOException {
+    byte[] bytes = TestService.message(100_000, 4);
+    List<ByteBuf> pieces = PieceStreams.retain(PieceStreams.direct(bytes, 500, 510));
+    long aliasedBefore = Metric.MESSAGE_BYTES_ALIASED.value();
+    long copiedBefore = Metric.MESSAGE_BYTES_COPIED.value();
+    try {
+      Payload payload = parseLikeGrpc(PieceStreams.open(pieces));
+
+      assertTrue(payload.isZeroCopy());
+      assertArrayEquals(bytes, concat(payload.buffers()));
+      long copied = Metric.MESSAGE_BYTES_COPIED.value() - copiedBefore;
+      assertEquals(bytes.length, Metric.MESSAGE_BYTES_ALIASED.value() - aliasedBefore + copied);
+      assertTrue(copied >= 510 && copied <= 2 * 510, "the heap part and little more: " + copied);
+      List<ByteBuffer> views = payload.buffers();
+      ByteBuffer last = views.get(views.size() - 1);
+      assertTrue(last.isDirect());
+      pieces.get(2).setByte(90_000, ~bytes[90_510]);
+      assertEquals((byte) ~bytes[90_510], last.get(last.limit() - (bytes.length - 90_510)),
+          "a view, not a copy");
+
+      payload.close();
+      for (ByteBuf piece : pieces) {
+        assertEquals(1, piece.refCnt());
+      }
+    } finally {
+      PieceStreams.release(pieces);
+    }
+  }
+
   @Test
   void secondCloseThrows() throws IOException {
     Payload received = parseLikeGrpc(PieceStreams.open(PieceStreams.direct(new byte[4096])));

@@ -65,6 +65,19 @@ final class PieceStreams {
     return ReadableBuffers.openStream(composite, true);
   }
 
+  /**
+   * A stream over {@code head}, pieces that offer NIO buffers or not, then {@code tail}, which
+   * does. Owned, as {@link #open(List)}.
+   */
+  static InputStream open(List<ByteBuf> head, boolean byteBuffers, ByteBuf tail) {
+    CompositeReadableBuffer composite = new CompositeReadableBuffer();
+    for (ByteBuf b : head) {
+      composite.addBuffer(new Piece(b, byteBuffers));
+    }
+    composite.addBuffer(new Piece(tail, true));
+    return ReadableBuffers.openStream(composite, true);
+  }
+
   /** Retains every buffer once, for a test to check what a stream released. */
   static List<ByteBuf> retain(List<ByteBuf> pieces) {
     pieces.forEach(ByteBuf::retain);
@@ -141,6 +154,9 @@ final class PieceStreams {
 
     @Override
     public ByteBuffer getByteBuffer() {
+      if (!byteBufferSupported()) {
+        throw new UnsupportedOperationException("as grpc-core's buffers without NIO buffers");
+      }
       return buf.nioBuffer();
     }
 

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.grpc.CallOptions;
+import io.grpc.HasByteBuffer;
 import io.grpc.ManagedChannel;
 import io.grpc.Metadata;
 import io.grpc.Server;
@@ -175,6 +176,72 @@ class ZeroCopyMarshallerTest {
       assertEquals(bytes.length, Metric.MESSAGE_BYTES_COPIED.value() - copiedBefore);
       assertEquals(1, pieces.get(0).refCnt(), "gRPC's close of its stream released the pieces");
       assertEquals(1, pieces.get(1).refCnt());
+      marshaller.release(chunk);
+    } finally {
+      PieceStreams.release(pieces);
+    }
+  }
+
+  /**
+   * A message that starts in the last 700 bytes of one piece, followed by a 1-byte piece (a
+   * peer's window-limited DATA frame): grpc-core joins the two into a heap array without an NIO
+   * buffer. That part is copied; the rest is still aliased.
+   */
+  @Test
+  void aPartGrpcCopiedToTheHeapIsCopiedAndTheRestAliased() throws IOException {
+    Chunk sent = ChunkService.chunk(8, 300_000);
+    byte[] bytes = sent.toByteArray();
+    List<ByteBuf> pieces = PieceStreams.retain(PieceStreams.direct(bytes, 700, 701));
+    long aliasedBefore = Metric.MESSAGE_BYTES_ALIASED.value();
+    long copiedBefore = Metric.MESSAGE_BYTES_COPIED.value();
+    try {
+      InputStream stream = PieceStreams.open(pieces);
+      assertFalse(((HasByteBuffer) stream).byteBufferSupported(),
+          "grpc-core joined the two small pieces into a heap array");
+      Chunk chunk = parseLikeGrpc(stream);
+
+      assertEquals(sent, chunk);
+      assertTrue(marshaller.isZeroCopy(chunk));
+      long aliased = Metric.MESSAGE_BYTES_ALIASED.value() - aliasedBefore;
+      long copied = Metric.MESSAGE_BYTES_COPIED.value() - copiedBefore;
+      assertEquals(bytes.length, aliased + copied);
+      assertTrue(copied >= 701 && copied <= 2 * 701, "the heap part and little more: " + copied);
+      for (ByteBuffer view : chunk.getData().asReadOnlyByteBufferList()) {
+        assertTrue(view.isDirect(), "view " + view + " is direct");
+      }
+      ByteBuf last = pieces.get(2);
+      byte flipped = (byte) ~last.getByte(200_000);
+      last.setByte(200_000, flipped);
+      assertEquals(flipped, chunk.getData().byteAt(701 + 200_000 - (bytes.length - 300_000)));
+
+      marshaller.release(chunk);
+      for (ByteBuf piece : pieces) {
+        assertEquals(1, piece.refCnt());
+      }
+    } finally {
+      PieceStreams.release(pieces);
+    }
+  }
+
+  /** More than 1/8 of a message without NIO buffers: parsed by copying, nothing held. */
+  @Test
+  void aMessageMostlyInPartsWithoutNioBuffersIsParsedByCopying() throws IOException {
+    Chunk sent = ChunkService.chunk(9, 100_000);
+    byte[] bytes = sent.toByteArray();
+    List<ByteBuf> pieces = new ArrayList<>(PieceStreams.heap(Arrays.copyOf(bytes, 20_000)));
+    pieces.addAll(PieceStreams.direct(Arrays.copyOfRange(bytes, 20_000, bytes.length)));
+    PieceStreams.retain(pieces);
+    long copiedBefore = Metric.MESSAGE_BYTES_COPIED.value();
+    try {
+      List<ByteBuf> opened = new ArrayList<>(pieces);
+      Chunk chunk = parseLikeGrpc(PieceStreams.open(opened.subList(0, 1), false, opened.get(1)));
+
+      assertEquals(sent, chunk);
+      assertFalse(marshaller.isZeroCopy(chunk));
+      assertEquals(bytes.length, Metric.MESSAGE_BYTES_COPIED.value() - copiedBefore);
+      for (ByteBuf piece : pieces) {
+        assertEquals(1, piece.refCnt(), "released at once");
+      }
       marshaller.release(chunk);
     } finally {
       PieceStreams.release(pieces);
