@@ -21,7 +21,8 @@ import java.util.function.BiConsumer;
  * <p>Whole records are opened straight out of the read buffer into one output buffer per read,
  * sized from the headers of the records that read completes. A record a read cuts short stays
  * where it lies when the read buffer has room for the rest and pins at most {@link #HEAD_RATIO}
- * times what has come: the rest is read in behind its head, and nothing is copied. Otherwise it
+ * times what has come and a quarter more than the record (a read sized to one record, as ALTS's
+ * are): the rest is read in behind its head, and nothing is copied. Otherwise it
  * is copied into a buffer of its own (before its header is complete, into a {@code long}), so the
  * read buffer is released at once. That buffer takes the whole record's size once a quarter of
  * the record has come ({@link #HEAD_RATIO}); before, only the head's, so a peer that stalls early
@@ -38,7 +39,8 @@ import java.util.function.BiConsumer;
  * after the layer's end of input ({@link #endInput}, such as TLS's close_notify).
  *
  * <p>Memory: idle it holds no buffer; mid-record, one buffer of at most that record's size, or
- * the read buffer the record came in, at most {@link #HEAD_RATIO} times the bytes received.
+ * the read buffer the record came in: at most {@link #HEAD_RATIO} times the bytes received, and
+ * 5/4 of the record.
  * Confined to the channel's event loop.
  */
 public abstract class RecordFraming {
@@ -250,9 +252,9 @@ public abstract class RecordFraming {
 
   /**
    * Keeps a record cut at the end of {@code in} where it lies, when the read buffer has room for
-   * the rest of it and pins at most {@link #HEAD_RATIO} times what has come: the record's buffer
-   * is then a slice of the read buffer, the next read goes on where this one ended, and its head
-   * is never copied.
+   * the rest of it and pins at most {@link #HEAD_RATIO} times what has come and a quarter more
+   * than the record: the record's buffer is then a slice of the read buffer, the next read goes
+   * on where this one ended, and its head is never copied.
    *
    * @param in borrowed: a read buffer holding the cut record's head and nothing after it; its
    *     reader index is advanced past the head when it is kept
@@ -265,7 +267,8 @@ public abstract class RecordFraming {
       return false;
     }
     int recordBytes = recordBytes(peekHeader(in, start));
-    if (recordBytes <= MIN_DIRECT_READ_BYTES || start + recordBytes > in.capacity()) {
+    if (recordBytes <= MIN_DIRECT_READ_BYTES || start + recordBytes > in.capacity()
+        || in.capacity() > recordBytes + recordBytes / HEAD_RATIO) {
       return false;
     }
     partial = in.retainedSlice(start, recordBytes).writerIndex(head);
