@@ -81,8 +81,8 @@ import java.util.zip.CRC32;
  * one for the clients, no thread caches) hand out to live buffers. Quiescing makes samples
  * comparable: without it a sample reads whatever calls happen to be in flight, megabytes apart
  * from one sample to the next. The heap figure is the live objects' bytes by the JVM's class
- * histogram, less the pools' own heap chunks, which the pools keep or free by their own rules and
- * which are not objects of any connection. The
+ * histogram, less the pools' own heap chunks (the dedicated pools' and Netty's shared one's),
+ * which the pools keep or free by their own rules and which are not objects of any connection. The
  * pooled figure counts buffers, not the pages of small size classes a pool keeps empty for its
  * next buffers (printed apart, as "pages"). Memory is flat when the last sample (the end of the
  * run) is within 5% of the sample at a fifth of the run: minute 10 against minute 2 of a
@@ -1078,7 +1078,10 @@ public final class Soak {
           LeakRecorder.collectAndDetect();
           long poolHeap = serverAlloc.metric().usedHeapMemory()
               + clientAlloc.metric().usedHeapMemory();
-          long heap = liveHeapBytes() - poolHeap;
+          // Netty's shared pool keeps or frees its 4 MiB heap chunks by its own rules too, for
+          // whatever else in the JVM uses it (in the test JVM, the tests before this one).
+          long sharedPoolHeap = PooledByteBufAllocator.DEFAULT.metric().usedHeapMemory();
+          long heap = liveHeapBytes() - poolHeap - sharedPoolHeap;
           long pooled = PoolBytes.liveBytes(serverAlloc) + PoolBytes.liveBytes(clientAlloc);
           long pages = PoolBytes.pagesInUse(serverAlloc) + PoolBytes.pagesInUse(clientAlloc);
           long pools = poolHeap + serverAlloc.metric().usedDirectMemory()
