@@ -55,8 +55,7 @@ public final class PayloadMarshaller implements MethodDescriptor.Marshaller<Payl
           return Payload.received(received);
         }
         try {
-          stream = received.stream();
-          byte[] bytes = stream.readAllBytes();
+          byte[] bytes = received.stream().readAllBytes();
           Metric.MESSAGE_BYTES_COPIED.add(bytes.length);
           return Payload.wrap(bytes);
         } finally {

@@ -206,18 +206,8 @@ class ZeroCopyMarshallerTest {
       long copied = Metric.MESSAGE_BYTES_COPIED.value() - copiedBefore;
       assertEquals(bytes.length, aliased + copied);
       assertTrue(copied >= 701 && copied <= 2 * 701, "the heap part and little more: " + copied);
-      for (ByteBuffer view : chunk.getData().asReadOnlyByteBufferList()) {
-        assertTrue(view.isDirect(), "view " + view + " is direct");
-      }
-      ByteBuf last = pieces.get(2);
-      byte flipped = (byte) ~last.getByte(200_000);
-      last.setByte(200_000, flipped);
-      assertEquals(flipped, chunk.getData().byteAt(701 + 200_000 - (bytes.length - 300_000)));
-
-      marshaller.release(chunk);
-      for (ByteBuf piece : pieces) {
-        assertEquals(1, piece.refCnt());
-      }
+      assertDataViews(chunk, pieces.get(2), 200_000, 701 + 200_000 - (bytes.length - 300_000));
+      releaseAndCheckReturned(chunk, pieces);
     } finally {
       PieceStreams.release(pieces);
     }
@@ -269,18 +259,8 @@ class ZeroCopyMarshallerTest {
       assertTrue(marshaller.isZeroCopy(chunk));
       assertEquals(bytes.length - 2060, Metric.MESSAGE_BYTES_ALIASED.value() - aliasedBefore);
       assertEquals(2060, Metric.MESSAGE_BYTES_COPIED.value() - copiedBefore);
-      for (ByteBuffer view : chunk.getData().asReadOnlyByteBufferList()) {
-        assertTrue(view.isDirect(), "view " + view + " is direct");
-      }
-      ByteBuf last = pieces.get(3);
-      byte flipped = (byte) ~last.getByte(5000);
-      last.setByte(5000, flipped);
-      assertEquals(flipped, chunk.getData().byteAt(102_060 + 5000 - (bytes.length - 300_000)));
-
-      marshaller.release(chunk);
-      for (ByteBuf piece : pieces) {
-        assertEquals(1, piece.refCnt());
-      }
+      assertDataViews(chunk, pieces.get(3), 5000, 102_060 + 5000 - (bytes.length - 300_000));
+      releaseAndCheckReturned(chunk, pieces);
     } finally {
       PieceStreams.release(pieces);
     }
@@ -428,6 +408,27 @@ class ZeroCopyMarshallerTest {
   }
 
   /** Parses as gRPC does: the marshaller gets the stream, gRPC closes it after. */
+  /**
+   * Checks that {@code chunk}'s data is direct views, and a view of {@code piece}: a byte written
+   * there at {@code pieceIndex} is read at {@code dataIndex} of the data.
+   */
+  private static void assertDataViews(Chunk chunk, ByteBuf piece, int pieceIndex, int dataIndex) {
+    for (ByteBuffer view : chunk.getData().asReadOnlyByteBufferList()) {
+      assertTrue(view.isDirect(), "view " + view + " is direct");
+    }
+    byte flipped = (byte) ~piece.getByte(pieceIndex);
+    piece.setByte(pieceIndex, flipped);
+    assertEquals(flipped, chunk.getData().byteAt(dataIndex), "a view, not a copy");
+  }
+
+  /** Releases {@code chunk} and checks that it gave back its reference of every piece. */
+  private void releaseAndCheckReturned(Chunk chunk, List<ByteBuf> pieces) {
+    marshaller.release(chunk);
+    for (ByteBuf piece : pieces) {
+      assertEquals(1, piece.refCnt());
+    }
+  }
+
   private Chunk parseLikeGrpc(InputStream stream) throws IOException {
     try (InputStream s = stream) {
       return marshaller.parse(s);
