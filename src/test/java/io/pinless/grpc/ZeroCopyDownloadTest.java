@@ -28,7 +28,6 @@ import io.pinless.Settings;
 import io.pinless.read.ReadPolicy;
 import io.pinless.testing.Chunk;
 import io.pinless.testing.ChunkService;
-import io.pinless.testing.Handshakers;
 import io.pinless.testing.PoolBytes;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
@@ -42,9 +41,8 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 
@@ -59,18 +57,8 @@ class ZeroCopyDownloadTest {
   private static final int CHUNK_BYTES = 2 << 20;
   private static final int CHUNKS = 8;
 
-  /** The local ALTS handshakers, client's and server's. */
-  private static HostileFraming.Handshaker handshakers;
-
-  @BeforeAll
-  static void startHandshakers() throws Exception {
-    handshakers = HostileFraming.Handshaker.start();
-  }
-
-  @AfterAll
-  static void stopHandshakers() throws Exception {
-    handshakers.close();
-  }
+  @RegisterExtension
+  static final LocalHandshakers handshakers = new LocalHandshakers();
 
   /** A server of {@link ChunkService} and a channel to it whose reads come from {@code pool}. */
   private static final class Download implements AutoCloseable {
@@ -131,8 +119,8 @@ class ZeroCopyDownloadTest {
     ZeroCopyMarshaller<Chunk> chunks = ZeroCopyMarshaller.of(Chunk.getDefaultInstance());
     List<Chunk> held = new ArrayList<>();
     try (Download d = new Download(
-        transport.server(Handshakers.address(handshakers.server())),
-        transport.channel(Handshakers.address(handshakers.client())), pool);
+        transport.server(handshakers.serverAddress()),
+        transport.channel(handshakers.clientAddress()), pool);
         // A failed assertion leaves chunks held: released here, they are not reported as leaks.
         AutoCloseable unreleased =
             () -> held.stream().filter(chunks::isZeroCopy).forEach(chunks::release)) {

@@ -24,7 +24,6 @@ import io.pinless.testing.RawHttp2Client;
 import io.grpc.netty.NettyChannelBuilder;
 import io.grpc.netty.NettyServerBuilder;
 import io.grpc.stub.ClientCalls;
-import io.pinless.testing.Handshakers;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
@@ -35,8 +34,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.params.provider.EnumSource;
@@ -53,18 +51,8 @@ class ZeroCopyReadPathTest {
   /** Socket buffers that hold a whole flood of tiny frames (this machine allows up to 4 MiB). */
   private static final int FLOOD_SOCKET_BYTES = 2 << 20;
 
-  /** The local ALTS handshakers, client's and server's. */
-  private static HostileFraming.Handshaker handshakers;
-
-  @BeforeAll
-  static void startHandshakers() throws Exception {
-    handshakers = HostileFraming.Handshaker.start();
-  }
-
-  @AfterAll
-  static void stopHandshakers() throws Exception {
-    handshakers.close();
-  }
+  @RegisterExtension
+  static final LocalHandshakers handshakers = new LocalHandshakers();
 
   /** Reads each message whole and counts the streams that were zero-copy capable. */
   private static final class Checking implements MethodDescriptor.Marshaller<byte[]> {
@@ -102,12 +90,12 @@ class ZeroCopyReadPathTest {
   @EnumSource(Transport.class)
   void everyReceivedMessageReachesTheMarshallerAsNioBuffers(Transport security) throws Exception {
     Server server = NettyServerBuilder.forAddress(
-            new InetSocketAddress("127.0.0.1", 0), security.server(Handshakers.address(handshakers.server())))
+            new InetSocketAddress("127.0.0.1", 0), security.server(handshakers.serverAddress()))
         .addService(TestService.definition())
         .build()
         .start();
     ManagedChannel channel = NettyChannelBuilder.forAddress(
-            new InetSocketAddress("127.0.0.1", server.getPort()), security.channel(Handshakers.address(handshakers.client())))
+            new InetSocketAddress("127.0.0.1", server.getPort()), security.channel(handshakers.clientAddress()))
         .build();
     try {
       Checking responses = new Checking(MESSAGES);
@@ -167,7 +155,7 @@ class ZeroCopyReadPathTest {
         .build();
     EventLoopGroup serverLoop = new MultiThreadIoEventLoopGroup(1, NioIoHandler.newFactory());
     Server server = NettyServerBuilder.forAddress(
-            new InetSocketAddress("127.0.0.1", 0), security.server(Handshakers.address(handshakers.server())))
+            new InetSocketAddress("127.0.0.1", 0), security.server(handshakers.serverAddress()))
         .bossEventLoopGroup(serverLoop)
         .workerEventLoopGroup(serverLoop)
         .channelType(NioServerSocketChannel.class)
@@ -183,7 +171,7 @@ class ZeroCopyReadPathTest {
               .group(group)
               .option(ChannelOption.SO_SNDBUF, FLOOD_SOCKET_BYTES),
           HostileFraming.Security.valueOf(security.name()), client,
-          Handshakers.address(handshakers.client()), server.getPort());
+          handshakers.clientAddress(), server.getPort());
       client.ready().get(30, TimeUnit.SECONDS);
       // A flood: the server's loop waits until the client has written every frame into the
       // socket (whose buffers hold them all), so its reads find the socket full. (A sender slower than the reader makes reads that carry under
