@@ -100,7 +100,6 @@ final class ReceivedBuffers {
           "detached stream " + in.getClass().getName() + " offers no buffers to mark");
     }
     HasByteBuffer buffers = (HasByteBuffer) in;
-    boolean everyPieceHasOne = buffers.byteBufferSupported();
     // The mark keeps the pieces skipped over: without it a composite closes each one passed.
     in.mark(size);
     List<ByteBuffer> views = new ArrayList<>();
@@ -111,9 +110,6 @@ final class ReceivedBuffers {
       try {
         piece = buffers.getByteBuffer();
       } catch (UnsupportedOperationException e) {
-        if (everyPieceHasOne) {
-          throw new IllegalStateException("detached stream's piece offers no buffer", e);
-        }
         // A part without an NIO buffer, of unknown length: read in doubling steps until the
         // next piece offers one (the last step may copy the head of that piece too).
         int n = Math.min(copyBytes, left);
