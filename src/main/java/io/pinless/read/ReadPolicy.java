@@ -5,9 +5,19 @@ import io.netty.buffer.ByteBufAllocator;
 import io.netty.channel.ChannelConfig;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.RecvByteBufAllocator;
+import io.netty.channel.embedded.EmbeddedChannel;
+import io.netty.util.HashedWheelTimer;
+import io.netty.util.Timeout;
+import io.netty.util.Timer;
+import io.netty.util.TimerTask;
 import io.netty.util.UncheckedBooleanSupplier;
+import io.netty.util.concurrent.DefaultThreadFactory;
+import io.netty.util.concurrent.EventExecutor;
 import io.netty.util.concurrent.ScheduledFuture;
 import io.pinless.PinlessMetrics.Metric;
+import java.util.Collections;
+import java.util.Set;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -24,7 +34,13 @@ import java.util.concurrent.TimeUnit;
  * window updates as the application consumes), and on a timer while the budget tracks anything.
  * The timer starts at {@link #SWEEP_MILLIS} and doubles up to {@link #MAX_SWEEP_MILLIS}; a held
  * read is retried every {@link #SWEEP_MILLIS}. A timer sweep that finds nothing tracked gives
- * back the budget's table, so a quiet connection holds none.
+ * back the budget's table, so a quiet connection holds none. The timer is not the event loop's:
+ * a task scheduled on a loop makes every turn of it read the clock and every wait for its
+ * sockets arm a kernel timer, a cost a busy download pays for as long as it runs. The timers
+ * are on one wheel for the process ({@link HashedWheelTimer}, a daemon thread ticking every
+ * {@link #TICK_MILLIS} ms), and a timer that fires hands the sweep to the connection's loop.
+ * A channel whose loop keeps a clock of its own ({@link EmbeddedChannel}, in tests) uses that
+ * loop's scheduler instead, so its clock decides when sweeps fall due.
  *
  * <p>How much: Netty's transports take a buffer only once the socket is readable (NIO and epoll
  * after readiness, io_uring with a provided-buffer ring when data arrives). Reads start at the
@@ -41,10 +57,11 @@ import java.util.concurrent.TimeUnit;
  * timer's task: one object per connection end (Netty's adaptive handle with its calculator and
  * supplier costs 112 bytes).
  *
- * <p>Memory: the policy holds no buffer. Confined to the channel's event loop.
+ * <p>Memory: the policy holds no buffer. Confined to the channel's event loop, but for its timers'
+ * firing, which only hands the sweep to that loop.
  */
 public final class ReadPolicy
-    implements RecvByteBufAllocator.ExtendedHandle, RecvByteBufAllocator, Runnable {
+    implements RecvByteBufAllocator.ExtendedHandle, RecvByteBufAllocator, TimerTask {
   /** 1 KiB: small enough that a trickle of small frames does not take large buffers. */
   public static final int MIN_READ_BYTES = 1024;
   /**
@@ -63,6 +80,14 @@ public final class ReadPolicy
   public static final long MAX_SWEEP_MILLIS = 1280;
   /** How many times the sweep delay doubles: 10 ms to {@link #MAX_SWEEP_MILLIS}. */
   private static final int MAX_SWEEP_BACKOFF = 7;
+  /** The sweep timers' resolution: a timer fires at most this much after it is due. */
+  public static final long TICK_MILLIS = 10;
+
+  /** The process's sweep timers, off the event loops; the wheel's thread starts on first use. */
+  private static final class Wheel {
+    static final Timer TIMER = new HashedWheelTimer(
+        new DefaultThreadFactory("pinless-sweeps", true), TICK_MILLIS, TimeUnit.MILLISECONDS, 128);
+  }
 
   /** A stage above that may supply the next read's buffer or size. */
   public interface ReadTarget {
@@ -93,8 +118,12 @@ public final class ReadPolicy
   private ReadTarget target;
   /** A read is wanted but held back by writability or the budget. */
   private boolean readOwed;
-  /** The scheduled sweep; null when none. */
-  private ScheduledFuture<?> sweepTimer;
+  /** Where sweep timers run; set on attach. */
+  private Timer timer;
+  /** The pending sweep timer; null when none. */
+  private Timeout sweepTimer;
+  /** The delay {@link #sweepTimer} was set for: it fires no later than that from now. */
+  private long sweepTimerDelay;
   /** The sweep timer's next delay: {@link #SWEEP_MILLIS} doubled this many times. */
   private byte sweepBackoff;
   /** What the transport tried to read into the last buffer. */
@@ -140,6 +169,8 @@ public final class ReadPolicy
   /** Takes over the channel's reads from {@code ctx}, the driving handler's context. */
   public void attach(ChannelHandlerContext ctx) {
     this.ctx = ctx;
+    this.timer = ctx.channel() instanceof EmbeddedChannel
+        ? new LoopTimer(ctx.executor()) : Wheel.TIMER;
     ctx.channel().config().setAutoRead(false);
     // With an io_uring buffer ring the kernel picks the buffer and this handle is unused.
     ctx.channel().config().setRecvByteBufAllocator(this);
@@ -177,7 +208,7 @@ public final class ReadPolicy
   public void detach() {
     budget.releaseAll();
     if (sweepTimer != null) {
-      sweepTimer.cancel(false);
+      sweepTimer.cancel();
       sweepTimer = null;
     }
   }
@@ -187,8 +218,31 @@ public final class ReadPolicy
     return readOwed;
   }
 
-  /** Sweeps, retries a held read, and comes back while anything is tracked. */
-  private void sweepNow() {
+  /**
+   * A sweep timer fired: on the wheel's thread, hands the sweep to the connection's loop.
+   */
+  @Override
+  public void run(Timeout timeout) {
+    EventExecutor loop = ctx.executor();
+    if (loop.inEventLoop()) {
+      sweepNow(timeout);
+      return;
+    }
+    try {
+      loop.execute(() -> sweepNow(timeout));
+    } catch (RejectedExecutionException e) {
+      // The loop is shutting down: its channels close, and detach gives up the references.
+    }
+  }
+
+  /**
+   * Sweeps, retries a held read, and comes back while anything is tracked; nothing when {@code
+   * fired} is no longer the pending timer (cancelled or replaced while it was firing).
+   */
+  private void sweepNow(Timeout fired) {
+    if (fired != sweepTimer) {
+      return;
+    }
     sweepTimer = null;
     sweepBackoff = readOwed ? 0 : (byte) Math.min(sweepBackoff + 1, MAX_SWEEP_BACKOFF);
     budget.sweep();
@@ -202,9 +256,10 @@ public final class ReadPolicy
   }
 
   /**
-   * Schedules the next timer sweep if one is needed: soon for a held read, after the backing-off
+   * Sets the next timer sweep if one is needed: soon for a held read, after the backing-off
    * delay while buffers are tracked, after {@link #MAX_SWEEP_MILLIS} to give back the budget's
-   * table. An earlier timer is kept, a later one brought forward.
+   * table. A pending timer set for no longer a delay is kept (it is due sooner still, and keeping
+   * it costs a busy connection nothing per batch); one set for longer is replaced.
    */
   private void sweepLater() {
     if (budget.trackedBuffers() == 0) {
@@ -224,12 +279,13 @@ public final class ReadPolicy
       return;
     }
     if (sweepTimer != null) {
-      if (sweepTimer.getDelay(TimeUnit.MILLISECONDS) <= delay) {
+      if (sweepTimerDelay <= delay) {
         return;
       }
-      sweepTimer.cancel(false);
+      sweepTimer.cancel();
     }
-    sweepTimer = ctx.executor().schedule(this, delay, TimeUnit.MILLISECONDS);
+    sweepTimer = timer.newTimeout(this, delay, TimeUnit.MILLISECONDS);
+    sweepTimerDelay = delay;
   }
 
   /** False while a hold applies. */
@@ -259,12 +315,6 @@ public final class ReadPolicy
   @Override
   public RecvByteBufAllocator.Handle newHandle() {
     return this;
-  }
-
-  /** The sweep timer's task. */
-  @Override
-  public void run() {
-    sweepNow();
   }
 
   @Override
@@ -363,5 +413,75 @@ public final class ReadPolicy
     }
     int spacing = 1 << Math.max(4, 29 - Integer.numberOfLeadingZeros(bytes - 1));
     return (bytes + spacing - 1) & -spacing;
+  }
+
+  /**
+   * Timers on one loop's own scheduler, for a loop with a clock of its own: {@link
+   * EmbeddedChannel}'s runs what falls due when its caller advances the clock.
+   */
+  private static final class LoopTimer implements Timer {
+    private final EventExecutor loop;
+
+    LoopTimer(EventExecutor loop) {
+      this.loop = loop;
+    }
+
+    @Override
+    public Timeout newTimeout(TimerTask task, long delay, TimeUnit unit) {
+      LoopTimeout timeout = new LoopTimeout(this, task);
+      timeout.future = loop.schedule(timeout, delay, unit);
+      return timeout;
+    }
+
+    @Override
+    public Set<Timeout> stop() {
+      return Collections.emptySet();
+    }
+  }
+
+  /** A {@link LoopTimer}'s timeout: the scheduled task that runs its timer task. */
+  private static final class LoopTimeout implements Timeout, Runnable {
+    private final Timer timer;
+    private final TimerTask task;
+    private ScheduledFuture<?> future;
+
+    LoopTimeout(Timer timer, TimerTask task) {
+      this.timer = timer;
+      this.task = task;
+    }
+
+    @Override
+    public void run() {
+      try {
+        task.run(this);
+      } catch (Exception e) {
+        throw new IllegalStateException(e);
+      }
+    }
+
+    @Override
+    public Timer timer() {
+      return timer;
+    }
+
+    @Override
+    public TimerTask task() {
+      return task;
+    }
+
+    @Override
+    public boolean isExpired() {
+      return future.isDone() && !future.isCancelled();
+    }
+
+    @Override
+    public boolean isCancelled() {
+      return future.isCancelled();
+    }
+
+    @Override
+    public boolean cancel() {
+      return future.cancel(false);
+    }
   }
 }

@@ -83,9 +83,10 @@ class ZeroCopyDownloadTest {
     }
 
     /**
-     * Returns once the client's read budget has swept since the call: a task on the client's
-     * loop due after the longest the sweep timer waits (twice it) runs after every sweep due
-     * before it, and a sweep releases what downstream released before it.
+     * Returns once the client's read budget has swept since the call: a sweep is due at most the
+     * longest the sweep timer waits from now, its timer hands it to the client's loop within a
+     * tick of that, and a task on that loop due at twice the longest wait runs after it. A sweep
+     * releases what downstream released before it.
      */
     void afterBudgetSweeps() throws Exception {
       clientLoop.next().schedule(() -> null, 2 * ReadPolicy.MAX_SWEEP_MILLIS, TimeUnit.MILLISECONDS)

@@ -1,0 +1,116 @@
+package io.pinless.read;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.netty.bootstrap.Bootstrap;
+import io.netty.bootstrap.ServerBootstrap;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.UnpooledByteBufAllocator;
+import io.netty.buffer.UnpooledHeapByteBuf;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.DefaultEventLoop;
+import io.netty.channel.local.LocalAddress;
+import io.netty.channel.local.LocalChannel;
+import io.netty.channel.local.LocalServerChannel;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The read budget's sweep timer on a real event loop: it keeps no task on the loop's scheduler
+ * (one would cost every turn of a busy loop), and still sweeps a quiet connection once
+ * downstream lets go.
+ */
+class SweepTimerTest {
+  /** A loop that says whether anything is scheduled on it. */
+  private static final class ObservedLoop extends DefaultEventLoop {
+    boolean anythingScheduled() {
+      return nextScheduledTaskDeadlineNanos() != -1;
+    }
+  }
+
+  private final ObservedLoop clientLoop = new ObservedLoop();
+  private final DefaultEventLoop serverLoop = new DefaultEventLoop();
+
+  @AfterEach
+  void stopLoops() throws InterruptedException {
+    clientLoop.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
+    serverLoop.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
+  }
+
+  /** A buffer that completes {@code freed} when its last reference goes, on that thread. */
+  private static ByteBuf watched(CompletableFuture<Thread> freed) {
+    return new UnpooledHeapByteBuf(UnpooledByteBufAllocator.DEFAULT, 100, 100) {
+      @Override
+      protected void deallocate() {
+        super.deallocate();
+        freed.complete(Thread.currentThread());
+      }
+    };
+  }
+
+  @Test
+  void aQuietConnectionIsSweptWithNothingScheduledOnItsLoop() throws Exception {
+    LocalAddress address = new LocalAddress(SweepTimerTest.class);
+    Channel server = new ServerBootstrap().group(serverLoop).channel(LocalServerChannel.class)
+        .childHandler(new ChannelInboundHandlerAdapter()).bind(address).sync().channel();
+    ReadBudget budget = new ReadBudget(1000);
+    ReadOnReadyHandler handler = new ReadOnReadyHandler(budget, false);
+    Channel client = new Bootstrap().group(clientLoop).channel(LocalChannel.class)
+        .handler(handler).connect(address).sync().channel();
+    try {
+      CompletableFuture<Thread> freed = new CompletableFuture<>();
+      // As the slicer does: track the read buffer, hand on a slice, let go of the buffer.
+      ByteBuf slice = clientLoop.submit(() -> {
+        ByteBuf read = watched(freed);
+        budget.track(read);
+        ByteBuf handedOn = read.retainedSlice();
+        read.release();
+        client.pipeline().fireChannelReadComplete();
+        return handedOn;
+      }).get(5, TimeUnit.SECONDS);
+      assertEquals(1, clientLoop.submit(budget::trackedBuffers).get(5, TimeUnit.SECONDS),
+          "held downstream: still tracked after the batch's sweep");
+      assertFalse(clientLoop.submit(clientLoop::anythingScheduled).get(5, TimeUnit.SECONDS),
+          "the sweep timer is not on the loop's scheduler");
+
+      slice.release(); // downstream lets go; no read batch follows
+      Thread sweptOn = freed.get(5, TimeUnit.SECONDS);
+      assertTrue(clientLoop.inEventLoop(sweptOn), "swept on the connection's loop: " + sweptOn);
+      assertEquals(0, clientLoop.submit(budget::trackedBuffers).get(5, TimeUnit.SECONDS));
+    } finally {
+      client.close().sync();
+      server.close().sync();
+    }
+  }
+
+  @Test
+  void aClosedConnectionsPendingTimerSweepsNothing() throws Exception {
+    LocalAddress address = new LocalAddress(SweepTimerTest.class);
+    Channel server = new ServerBootstrap().group(serverLoop).channel(LocalServerChannel.class)
+        .childHandler(new ChannelInboundHandlerAdapter()).bind(address).sync().channel();
+    ReadBudget budget = new ReadBudget(1000);
+    Channel client = new Bootstrap().group(clientLoop).channel(LocalChannel.class)
+        .handler(new ReadOnReadyHandler(budget, false)).connect(address).sync().channel();
+    CompletableFuture<Thread> freed = new CompletableFuture<>();
+    ByteBuf slice = clientLoop.submit(() -> {
+      ByteBuf read = watched(freed);
+      budget.track(read);
+      ByteBuf handedOn = read.retainedSlice();
+      read.release();
+      client.pipeline().fireChannelReadComplete(); // a sweep timer is pending
+      return handedOn;
+    }).get(5, TimeUnit.SECONDS);
+    client.close().sync(); // the budget gives up its reference; the timer is cancelled
+    server.close().sync();
+    clientLoop.submit(() -> null).get(5, TimeUnit.SECONDS); // after the inactive event
+    assertEquals(1, slice.refCnt(), "downstream's slice is all that is left");
+    assertEquals(0, clientLoop.submit(budget::trackedBuffers).get(5, TimeUnit.SECONDS));
+    slice.release();
+    assertEquals(Thread.currentThread(), freed.getNow(null), "freed by downstream's release");
+  }
+}
