@@ -30,6 +30,12 @@ import javax.crypto.AEADBadTagException;
  * TRUNCATED}).
  */
 class AltsRecordOpener extends RecordFraming {
+  /**
+   * The smallest fresh read, the read policy's own size: a peer's small records share reads, and
+   * a batch of reads (at most 16) carries as much as a plaintext connection's.
+   */
+  private static final int MIN_FRESH_READ_BYTES = io.pinless.read.ReadPolicy.MAX_READ_BYTES;
+
   private final RecordCipher cipher;
   private final int maxFrameSize;
 
@@ -80,10 +86,19 @@ class AltsRecordOpener extends RecordFraming {
         AltsRecordException.Reason.TRUNCATED, "connection closed after " + what);
   }
 
-  /** One frame of the largest size (the read handler caps reads at 64 KiB). */
+  /**
+   * One record of the size the peer's recent records have: a read then starts and ends on a
+   * record's bounds while the sizes hold, and a record it cuts has room for its rest where its
+   * head lies. Before any record, one of the largest size. A peer seals what each flush
+   * carries, so its records are often smaller than the largest: grpc-java's are one 64 KiB
+   * DATA frame each, and reads of 128 KiB would cut every second record where its rest cannot
+   * follow. Never under {@link #MIN_FRESH_READ_BYTES}.
+   */
   @Override
-  protected int freshReadBytes() {
-    return maxFrameSize;
+  protected int freshReadBytes(int recentRecordBytes) {
+    return recentRecordBytes > 0
+        ? Math.min(maxFrameSize, Math.max(recentRecordBytes, MIN_FRESH_READ_BYTES))
+        : maxFrameSize;
   }
 
   /**

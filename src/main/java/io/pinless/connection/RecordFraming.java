@@ -19,7 +19,9 @@ import java.util.function.BiConsumer;
  * </pre>
  *
  * <p>Whole records are opened straight out of the read buffer into one output buffer per read,
- * sized from the headers of the records that read completes. A record a read cuts short stays
+ * sized from the headers of the records that read completes (a record it completes goes on in an
+ * output of its own first when sharing would make the output large, {@link
+ * #MAX_SHARED_OUTPUT_BYTES}). A record a read cuts short stays
  * where it lies when the read buffer has room for the rest and pins at most {@link #HEAD_RATIO}
  * times what has come and a quarter more than the record (a read sized to one record, as ALTS's
  * are): the rest is read in behind its head, and nothing is copied. Otherwise it
@@ -54,6 +56,11 @@ public abstract class RecordFraming {
    * the head's size, grown (one copy of the head) when more comes.
    */
   public static final int HEAD_RATIO = 4;
+  /**
+   * 64 KiB, the read policy's largest read: a record a read completes shares the read's output
+   * with the whole records behind it up to this much plaintext; past it, it goes on alone.
+   */
+  public static final int MAX_SHARED_OUTPUT_BYTES = 64 * 1024;
 
   private enum State {
     /** Between records: nothing held. */
@@ -82,6 +89,9 @@ public abstract class RecordFraming {
   private int partialRecordBytes;
   /** When {@link #partial} is a slice of the read buffer it came in, that buffer's size; else 0. */
   private int keptReadBytes;
+  /** The sizes of the last two records whose headers were read, the latest first. */
+  private int lastRecordBytes;
+  private int recordBytesBefore;
   private State state = State.IDLE;
 
   /** @param headerSize the bytes of a record header, 1 to 8 */
@@ -123,8 +133,13 @@ public abstract class RecordFraming {
   /** The exception for input that ended in the middle of a record. */
   protected abstract RuntimeException truncated(String what);
 
-  /** The size of a fresh read between records (a cut record's rest is added to it). */
-  protected abstract int freshReadBytes();
+  /**
+   * The size of a fresh read between records (a cut record's rest is added to it).
+   *
+   * @param recentRecordBytes the larger of the last two records' sizes, header included; 0
+   *     before any
+   */
+  protected abstract int freshReadBytes(int recentRecordBytes);
 
   /**
    * Opens every record {@code in} completes and hands their plaintext to {@code out}; after the
@@ -194,9 +209,9 @@ public abstract class RecordFraming {
         return null;
       }
     }
-    // Size the output from the headers of the records this read completes. A bad header stops
+    // Size the output from the headers of the whole records in this read. A bad header stops
     // the scan: the records before it are opened and handed on before the error.
-    int plaintextBytes = state == State.BODY ? plaintextBound(partial.readableBytes()) : 0;
+    int plaintextBytes = 0;
     int index = in.readerIndex();
     int end = in.writerIndex();
     RuntimeException headerError = null;
@@ -211,10 +226,19 @@ public abstract class RecordFraming {
       if (end - index < recordBytes) {
         break;
       }
+      seen(recordBytes);
       plaintextBytes += plaintextBound(recordBytes);
       index += recordBytes;
     }
     int wholeEnd = index;
+    if (state == State.BODY) {
+      int partialPlaintext = plaintextBound(partial.readableBytes());
+      if (plaintextBytes > 0 && partialPlaintext + plaintextBytes > MAX_SHARED_OUTPUT_BYTES) {
+        openPartial(ctx, headroom, handOn);
+      } else {
+        plaintextBytes += partialPlaintext;
+      }
+    }
     ByteBuf out = plaintextBytes == 0
         ? Unpooled.EMPTY_BUFFER : allocateOutput(ctx, headroom, plaintextBytes);
     try {
@@ -251,6 +275,30 @@ public abstract class RecordFraming {
   }
 
   /**
+   * Opens the partial record, now whole, into a buffer of its own and hands it on: when it and
+   * the whole records behind it in the read would share more than {@link
+   * #MAX_SHARED_OUTPUT_BYTES}. The frame slicer slices a DATA frame only from a buffer at most 4
+   * times its size, so one buffer for two 128 KiB records would have it copy the 64 KiB frames
+   * it slices from either alone. Below that, one buffer: each split cuts a frame, and a stream of
+   * tiny frames would go on in more, smaller pieces.
+   */
+  private void openPartial(ChannelHandlerContext ctx, int headroom,
+      BiConsumer<ChannelHandlerContext, ByteBuf> handOn) {
+    ByteBuf out = allocateOutput(ctx, headroom, plaintextBound(partial.readableBytes()));
+    state = State.IDLE;
+    try {
+      openRecord(partial, partial.readerIndex(), partial.readableBytes(), out);
+    } catch (RuntimeException e) {
+      out.release();
+      throw e;
+    }
+    partial.release();
+    partial = null;
+    keptReadBytes = 0;
+    handOnIfReadable(ctx, out, handOn);
+  }
+
+  /**
    * Keeps a record cut at the end of {@code in} where it lies, when the read buffer has room for
    * the rest of it and pins at most {@link #HEAD_RATIO} times what has come and a quarter more
    * than the record: the record's buffer is then a slice of the read buffer, the next read goes
@@ -271,6 +319,7 @@ public abstract class RecordFraming {
         || in.capacity() > recordBytes + recordBytes / HEAD_RATIO) {
       return false;
     }
+    seen(recordBytes);
     partial = in.retainedSlice(start, recordBytes).writerIndex(head);
     partialRecordBytes = recordBytes;
     keptReadBytes = in.capacity();
@@ -309,6 +358,7 @@ public abstract class RecordFraming {
     header = 0;
     headerBytes = 0;
     int recordBytes = recordBytes(bytes);
+    seen(recordBytes);
     int head = headerSize + Math.min(recordBytes - headerSize, in.readableBytes());
     boolean whole = recordBytes <= MIN_DIRECT_READ_BYTES || (long) head * HEAD_RATIO >= recordBytes;
     partial = ctx.alloc().directBuffer(whole ? recordBytes : head);
@@ -373,12 +423,23 @@ public abstract class RecordFraming {
     switch (state) {
       case IDLE:
       case HEADER:
-        return freshReadBytes();
+        return freshReadBytes(recentRecordBytes());
       case BODY:
-        return missing() + freshReadBytes();
+        return missing() + freshReadBytes(recentRecordBytes());
       default:
         return 0;
     }
+  }
+
+  /** Notes the size of a record whose header was just read. */
+  private void seen(int recordBytes) {
+    recordBytesBefore = lastRecordBytes;
+    lastRecordBytes = recordBytes;
+  }
+
+  /** The larger of the last two records' sizes: 0 before any. */
+  private int recentRecordBytes() {
+    return Math.max(lastRecordBytes, recordBytesBefore);
   }
 
   /** Bytes of the partial record still to come. */

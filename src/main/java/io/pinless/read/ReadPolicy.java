@@ -70,8 +70,13 @@ public final class ReadPolicy
    * than grpc-go's 32.5 KiB because each read costs the decoders behind it a pass.
    */
   public static final int MAX_READ_BYTES = 48 * 1024;
-  /** 64 KiB: the largest read ever asked for, as in Netty's adaptive reads. */
+  /** 64 KiB: the largest read the policy asks for by itself, as in Netty's adaptive reads. */
   public static final int LARGEST_READ_BYTES = 64 * 1024;
+  /**
+   * 132 KiB: the largest read a stage above may ask for, a whole 128 KiB ALTS record with the
+   * small rest of a cut one before it. Reading a record whole saves copying its head.
+   */
+  public static final int LARGEST_TARGET_READ_BYTES = 132 * 1024;
   /** 16 reads, Netty's default per batch. */
   public static final int MAX_READS_PER_BATCH = 16;
   /** While the budget tracks buffers, it is swept this often (besides every batch and flush). */
@@ -99,8 +104,8 @@ public final class ReadPolicy
     ByteBuf nextReadBuffer();
 
     /**
-     * The size of a fresh read (capped at {@link #LARGEST_READ_BYTES}), or 0 to leave it to the
-     * policy. A buffer sized so has no headroom: the target itself reads it.
+     * The size of a fresh read (capped at {@link #LARGEST_TARGET_READ_BYTES}), or 0 to leave it
+     * to the policy. A buffer sized so has no headroom: the target itself reads it.
      */
     int nextReadBytes();
   }
@@ -338,7 +343,7 @@ public final class ReadPolicy
       }
       int wanted = into.nextReadBytes();
       if (wanted > 0) {
-        return alloc.ioBuffer(Math.min(wanted, LARGEST_READ_BYTES));
+        return alloc.ioBuffer(Math.min(wanted, LARGEST_TARGET_READ_BYTES));
       }
     }
     ByteBuf buf = alloc.ioBuffer(size);

@@ -21,9 +21,11 @@ import com.google.gson.JsonObject;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.embedded.EmbeddedChannel;
+import io.pinless.PinlessMetrics;
 import io.pinless.alts.AltsRecordException.Reason;
 import io.pinless.alts.RecordChannels.Capture;
 import io.pinless.connection.ConnectionHandler;
+import io.pinless.connection.RecordFraming;
 import io.pinless.testing.Hex;
 import java.util.Arrays;
 import javax.crypto.AEADBadTagException;
@@ -385,8 +387,102 @@ class AltsRecordDecoderTest {
 
     ByteBuf after = handle.allocate(ch.alloc());
     assertEquals(0, after.readerIndex(), "between records: fresh");
-    assertEquals(65536, after.writableBytes(), "between records: one whole frame");
+    assertEquals(Math.max(stream.length, io.pinless.read.ReadPolicy.MAX_READ_BYTES),
+        after.writableBytes(), "between records: the last record's size, at least the policy's");
     after.release();
+    ch.pipeline().remove(connection);
+    ch.finishAndReleaseAll();
+  }
+
+  @Test
+  void freshReadsTakeThePeersRecordSizeSoACutRecordStaysWhereItCame() {
+    // A grpc-java peer seals each 64 KiB DATA frame it flushes as a record of its own, smaller
+    // than the 128 KiB both ends allow.
+    int recordBytes = 65579;
+    byte[][] messages = new byte[4][];
+    for (int i = 0; i < messages.length; i++) {
+      messages[i] = pattern(recordBytes - AltsFrames.OVERHEAD_BYTES, 20 + i);
+    }
+    byte[] stream = encode(ALTSRP_GCM_AES128_REKEY, KEY44, false, 128 * 1024, messages);
+    assertEquals(4 * recordBytes, stream.length, "one record per flush");
+    AltsRecordStage decoder = new AltsRecordStage(ALTSRP_GCM_AES128_REKEY, KEY44, true, 128 * 1024);
+    ConnectionHandler connection = connection(decoder);
+    Capture capture = new Capture();
+    EmbeddedChannel ch = new EmbeddedChannel(connection, capture);
+    io.netty.channel.RecvByteBufAllocator.Handle handle =
+        ch.config().getRecvByteBufAllocator().newHandle();
+    handle.reset(ch.config());
+    long copiedBefore = PinlessMetrics.Metric.RECORD_BYTES_COPIED.value();
+
+    ByteBuf first = handle.allocate(ch.alloc());
+    assertEquals(128 * 1024, first.writableBytes(), "no record yet: one of the largest size");
+    first.writeBytes(stream, 0, recordBytes);
+    ch.writeInbound(first);
+    ByteBuf second = handle.allocate(ch.alloc());
+    assertEquals(recordBytes, second.writableBytes(), "sized to the record just read");
+    second.writeBytes(stream, recordBytes, 30000);
+    ch.writeInbound(second);
+    assertEquals(recordBytes, decoder.heldBytes(), "the cut record stays in its read buffer");
+    ByteBuf rest = handle.allocate(ch.alloc());
+    assertEquals(recordBytes - 30000, rest.writableBytes(), "its rest is read in behind its head");
+    rest.writeBytes(stream, recordBytes + 30000, recordBytes - 30000);
+    ch.writeInbound(rest);
+    ByteBuf third = handle.allocate(ch.alloc());
+    assertEquals(recordBytes, third.writableBytes());
+    third.writeBytes(stream, 2 * recordBytes, recordBytes);
+    ch.writeInbound(third);
+    ByteBuf fourth = handle.allocate(ch.alloc());
+    fourth.writeBytes(stream, 3 * recordBytes, recordBytes);
+    ch.writeInbound(fourth);
+
+    byte[] expected = concat(messages);
+    assertArrayEquals(expected, capture.plaintext.toByteArray());
+    assertEquals(0, PinlessMetrics.Metric.RECORD_BYTES_COPIED.value() - copiedBefore,
+        "no record byte copied");
+    assertEquals(0, decoder.heldBytes());
+    ch.pipeline().remove(connection);
+    ch.finishAndReleaseAll();
+  }
+
+  @ParameterizedTest
+  @ValueSource(ints = {2000, 40000})
+  void aRecordARestCompletesSharesAnOutputOnlyWhileItStaysSmall(int secondBytes) {
+    byte[] first = pattern(30000, 3);
+    byte[] second = pattern(secondBytes, 4);
+    byte[] stream = encode(ALTSRP_GCM_AES128_REKEY, KEY44, false, 128 * 1024, first, second);
+    AltsRecordStage decoder =
+        new AltsRecordStage(ALTSRP_GCM_AES128_REKEY, KEY44, true, 128 * 1024);
+    ConnectionHandler connection = connection(decoder);
+    Capture capture = new Capture();
+    EmbeddedChannel ch = new EmbeddedChannel(connection, capture);
+    int firstRecord = first.length + AltsFrames.OVERHEAD_BYTES;
+    // All of the first record but its last 100 bytes, then those with the whole second record.
+    ch.writeInbound(direct(Arrays.copyOfRange(stream, 0, firstRecord - 100)));
+    ch.writeInbound(direct(Arrays.copyOfRange(stream, firstRecord - 100, stream.length)));
+    assertArrayEquals(concat(first, second), capture.plaintext.toByteArray());
+    boolean shared = first.length + second.length <= RecordFraming.MAX_SHARED_OUTPUT_BYTES;
+    assertEquals(shared ? 1 : 2, capture.reads,
+        shared ? "small together: one buffer" : "large together: a buffer each");
+    ch.pipeline().remove(connection);
+    ch.finishAndReleaseAll();
+  }
+
+  @Test
+  void aPeersTinyRecordsStillShareFreshReads() {
+    byte[] stream = encode(ALTSRP_GCM_AES128_REKEY, KEY44, false, 128 * 1024, pattern(10, 1));
+    AltsRecordStage decoder = new AltsRecordStage(ALTSRP_GCM_AES128_REKEY, KEY44, true, 128 * 1024);
+    ConnectionHandler connection = connection(decoder);
+    EmbeddedChannel ch = new EmbeddedChannel(connection, new Capture());
+    io.netty.channel.RecvByteBufAllocator.Handle handle =
+        ch.config().getRecvByteBufAllocator().newHandle();
+    handle.reset(ch.config());
+    ByteBuf first = handle.allocate(ch.alloc());
+    first.writeBytes(stream);
+    ch.writeInbound(first);
+    ByteBuf next = handle.allocate(ch.alloc());
+    assertEquals(io.pinless.read.ReadPolicy.MAX_READ_BYTES, next.writableBytes(),
+        "after a tiny record: the read policy's size, not the record's");
+    next.release();
     ch.pipeline().remove(connection);
     ch.finishAndReleaseAll();
   }
@@ -414,7 +510,7 @@ class AltsRecordDecoderTest {
     restAndFrame.writeBytes(record, 3000, record.length - 3000);
     ch.writeInbound(restAndFrame);
     assertEquals(0, decoder.heldBytes());
-    // A rest as large as the read limit: asked for, capped at 64 KiB.
+    // A rest as large as the read limit: asked for, capped at 132 KiB.
     ConnectionHandler big = connection(
         new AltsRecordStage(ALTSRP_GCM_AES128_REKEY, KEY44, true, 1 << 20));
     EmbeddedChannel ch2 = new EmbeddedChannel(big, new Capture());
@@ -422,7 +518,7 @@ class AltsRecordDecoderTest {
         ch2.config().getRecvByteBufAllocator().newHandle();
     handle2.reset(ch2.config());
     ByteBuf capped = handle2.allocate(ch2.alloc());
-    assertEquals(65536, capped.writableBytes());
+    assertEquals(io.pinless.read.ReadPolicy.LARGEST_TARGET_READ_BYTES, capped.writableBytes());
     capped.release();
     ch.pipeline().remove(reads);
     ch.finishAndReleaseAll();

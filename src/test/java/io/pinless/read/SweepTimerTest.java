@@ -89,28 +89,32 @@ class SweepTimerTest {
   }
 
   @Test
-  void aClosedConnectionsPendingTimerSweepsNothing() throws Exception {
+  void aRemovedHandlerGivesUpItsReferencesAndItsPendingTimer() throws Exception {
     LocalAddress address = new LocalAddress(SweepTimerTest.class);
     Channel server = new ServerBootstrap().group(serverLoop).channel(LocalServerChannel.class)
         .childHandler(new ChannelInboundHandlerAdapter()).bind(address).sync().channel();
     ReadBudget budget = new ReadBudget(1000);
+    ReadOnReadyHandler handler = new ReadOnReadyHandler(budget, false);
     Channel client = new Bootstrap().group(clientLoop).channel(LocalChannel.class)
-        .handler(new ReadOnReadyHandler(budget, false)).connect(address).sync().channel();
-    CompletableFuture<Thread> freed = new CompletableFuture<>();
-    ByteBuf slice = clientLoop.submit(() -> {
-      ByteBuf read = watched(freed);
-      budget.track(read);
-      ByteBuf handedOn = read.retainedSlice();
-      read.release();
-      client.pipeline().fireChannelReadComplete(); // a sweep timer is pending
-      return handedOn;
-    }).get(5, TimeUnit.SECONDS);
-    client.close().sync(); // the budget gives up its reference; the timer is cancelled
-    server.close().sync();
-    clientLoop.submit(() -> null).get(5, TimeUnit.SECONDS); // after the inactive event
-    assertEquals(1, slice.refCnt(), "downstream's slice is all that is left");
-    assertEquals(0, clientLoop.submit(budget::trackedBuffers).get(5, TimeUnit.SECONDS));
-    slice.release();
-    assertEquals(Thread.currentThread(), freed.getNow(null), "freed by downstream's release");
+        .handler(handler).connect(address).sync().channel();
+    try {
+      CompletableFuture<Thread> freed = new CompletableFuture<>();
+      ByteBuf slice = clientLoop.submit(() -> {
+        ByteBuf read = watched(freed);
+        budget.track(read);
+        ByteBuf handedOn = read.retainedSlice();
+        read.release();
+        client.pipeline().fireChannelReadComplete(); // a sweep timer is pending
+        client.pipeline().remove(handler); // gives up the budget's reference and the timer
+        return handedOn;
+      }).get(5, TimeUnit.SECONDS);
+      assertEquals(1, slice.refCnt(), "downstream's slice is all that is left");
+      assertEquals(0, clientLoop.submit(budget::trackedBuffers).get(5, TimeUnit.SECONDS));
+      slice.release();
+      assertEquals(Thread.currentThread(), freed.getNow(null), "freed by downstream's release");
+    } finally {
+      client.close().sync();
+      server.close().sync();
+    }
   }
 }

@@ -62,13 +62,15 @@ public final class AltsHandshakeHandler extends ChannelInboundHandlerAdapter {
   /** The frame size when the handshake names none, as grpc-java: 16 KiB. */
   static final int DEFAULT_FRAME_SIZE = 16 * 1024;
   /**
-   * What this end asks for: 48 KiB, where grpc-java asks 128 KiB. A record's plaintext is decoded
-   * into one buffer, and {@link io.pinless.http2.FrameSlicer} slices a DATA frame out of a
-   * buffer only when the frame is at least a quarter of it: from 48 KiB records every gRPC bulk
-   * frame (12 KiB and up) goes on as a slice, from 128 KiB records each would be copied. The
-   * record overhead stays small (24 bytes and one AEAD call per 48 KiB).
+   * What this end asks for: 128 KiB, as grpc-java does. Each record costs its sender and its
+   * receiver a fixed price besides its bytes (an AEAD call sets up its key, a read, two pooled
+   * buffers), so larger records cost both ends less per byte (docs/benchmarks.md has the
+   * figures). A record's plaintext is decoded into one buffer, and {@link
+   * io.pinless.http2.FrameSlicer} slices a DATA frame out of it only when the frame is at least a
+   * quarter of it (32 KiB): a grpc-java peer sends DATA frames of the 64 KiB pinless advertises.
+   * A peer that asks for less gets records of its size.
    */
-  static final int PREFERRED_FRAME_SIZE = 48 * 1024;
+  static final int PREFERRED_FRAME_SIZE = 128 * 1024;
 
   private static final ConcurrentHashMap<String, ManagedChannel> HANDSHAKERS =
       new ConcurrentHashMap<>();
