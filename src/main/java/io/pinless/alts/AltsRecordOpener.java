@@ -87,17 +87,17 @@ class AltsRecordOpener extends RecordFraming {
   }
 
   /**
-   * One record of the size the peer's recent records have: a read then starts and ends on a
-   * record's bounds while the sizes hold, and a record it cuts has room for its rest where its
-   * head lies. Before any record, one of the largest size. A peer seals what each flush
-   * carries, so its records are often smaller than the largest: grpc-java's are one 64 KiB
-   * DATA frame each, and reads of 128 KiB would cut every second record where its rest cannot
-   * follow. Never under {@link #MIN_FRESH_READ_BYTES}.
+   * One record of the size of the peer's largest so far: a bulk stream of records of one size is
+   * then read a record at a time, each read starting and ending on a record's bounds, and a record
+   * a read cuts has room for its rest where its head lies. Before any record, one of the largest
+   * size allowed. A peer seals what each flush carries, so its records are often smaller than
+   * that largest: grpc-alts's are one 64 KiB DATA frame each, and reads of 128 KiB would cut
+   * every second record where its rest cannot follow. Never under {@link #MIN_FRESH_READ_BYTES}.
    */
   @Override
-  protected int freshReadBytes(int recentRecordBytes) {
-    return recentRecordBytes > 0
-        ? Math.min(maxFrameSize, Math.max(recentRecordBytes, MIN_FRESH_READ_BYTES))
+  protected int freshReadBytes(int largestRecordBytes) {
+    return largestRecordBytes > 0
+        ? Math.min(maxFrameSize, Math.max(largestRecordBytes, MIN_FRESH_READ_BYTES))
         : maxFrameSize;
   }
 

@@ -89,9 +89,8 @@ public abstract class RecordFraming {
   private int partialRecordBytes;
   /** When {@link #partial} is a slice of the read buffer it came in, that buffer's size; else 0. */
   private int keptReadBytes;
-  /** The sizes of the last two records whose headers were read, the latest first. */
-  private int lastRecordBytes;
-  private int recordBytesBefore;
+  /** The largest record whose header was read: the size of the peer's bulk records. */
+  private int largestRecordBytes;
   private State state = State.IDLE;
 
   /** @param headerSize the bytes of a record header, 1 to 8 */
@@ -136,10 +135,9 @@ public abstract class RecordFraming {
   /**
    * The size of a fresh read between records (a cut record's rest is added to it).
    *
-   * @param recentRecordBytes the larger of the last two records' sizes, header included; 0
-   *     before any
+   * @param largestRecordBytes the largest record's size so far, header included; 0 before any
    */
-  protected abstract int freshReadBytes(int recentRecordBytes);
+  protected abstract int freshReadBytes(int largestRecordBytes);
 
   /**
    * Opens every record {@code in} completes and hands their plaintext to {@code out}; after the
@@ -423,9 +421,9 @@ public abstract class RecordFraming {
     switch (state) {
       case IDLE:
       case HEADER:
-        return freshReadBytes(recentRecordBytes());
+        return freshReadBytes(largestRecordBytes);
       case BODY:
-        return missing() + freshReadBytes(recentRecordBytes());
+        return missing() + freshReadBytes(largestRecordBytes);
       default:
         return 0;
     }
@@ -433,13 +431,7 @@ public abstract class RecordFraming {
 
   /** Notes the size of a record whose header was just read. */
   private void seen(int recordBytes) {
-    recordBytesBefore = lastRecordBytes;
-    lastRecordBytes = recordBytes;
-  }
-
-  /** The larger of the last two records' sizes: 0 before any. */
-  private int recentRecordBytes() {
-    return Math.max(lastRecordBytes, recordBytesBefore);
+    largestRecordBytes = Math.max(largestRecordBytes, recordBytes);
   }
 
   /** Bytes of the partial record still to come. */

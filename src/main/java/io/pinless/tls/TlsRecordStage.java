@@ -150,7 +150,7 @@ public final class TlsRecordStage extends RecordFraming implements RecordStage {
 
   /** About three full records, plus the rest of a cut one. */
   @Override
-  protected int freshReadBytes(int recentRecordBytes) {
+  protected int freshReadBytes(int largestRecordBytes) {
     return RECORDS_PER_READ * (TlsRecords.HEADER_BYTES + TlsRecords.MAX_PLAINTEXT_BYTES + 22);
   }
 
