@@ -362,9 +362,7 @@ class AltsRecordDecoderTest {
     ConnectionHandler connection = connection(decoder);
     Capture capture = new Capture();
     EmbeddedChannel ch = new EmbeddedChannel(connection, capture);
-    io.netty.channel.RecvByteBufAllocator.Handle handle =
-        ch.config().getRecvByteBufAllocator().newHandle();
-    handle.reset(ch.config());
+    io.netty.channel.RecvByteBufAllocator.Handle handle = readHandle(ch);
     ByteBuf fresh = handle.allocate(ch.alloc());
     assertEquals(0, fresh.readerIndex(), "no record yet: a fresh buffer, sized by the decoder");
     assertEquals(65536, fresh.writableBytes(), "a fresh read holds one frame of the largest size");
@@ -409,9 +407,7 @@ class AltsRecordDecoderTest {
     ConnectionHandler connection = connection(decoder);
     Capture capture = new Capture();
     EmbeddedChannel ch = new EmbeddedChannel(connection, capture);
-    io.netty.channel.RecvByteBufAllocator.Handle handle =
-        ch.config().getRecvByteBufAllocator().newHandle();
-    handle.reset(ch.config());
+    io.netty.channel.RecvByteBufAllocator.Handle handle = readHandle(ch);
     long copiedBefore = PinlessMetrics.Metric.RECORD_BYTES_COPIED.value();
 
     ByteBuf first = handle.allocate(ch.alloc());
@@ -473,9 +469,7 @@ class AltsRecordDecoderTest {
     AltsRecordStage decoder = new AltsRecordStage(ALTSRP_GCM_AES128_REKEY, KEY44, true, 128 * 1024);
     ConnectionHandler connection = connection(decoder);
     EmbeddedChannel ch = new EmbeddedChannel(connection, new Capture());
-    io.netty.channel.RecvByteBufAllocator.Handle handle =
-        ch.config().getRecvByteBufAllocator().newHandle();
-    handle.reset(ch.config());
+    io.netty.channel.RecvByteBufAllocator.Handle handle = readHandle(ch);
     ByteBuf first = handle.allocate(ch.alloc());
     first.writeBytes(stream);
     ch.writeInbound(first);
@@ -485,6 +479,14 @@ class AltsRecordDecoderTest {
     next.release();
     ch.pipeline().remove(connection);
     ch.finishAndReleaseAll();
+  }
+
+  /** The read handle of {@code ch}, reset for a read batch: what the read loop sizes reads by. */
+  private static io.netty.channel.RecvByteBufAllocator.Handle readHandle(EmbeddedChannel ch) {
+    io.netty.channel.RecvByteBufAllocator.Handle handle =
+        ch.config().getRecvByteBufAllocator().newHandle();
+    handle.reset(ch.config());
+    return handle;
   }
 
   /** A connection handler whose record stage is {@code stage}, with no frame slicer. */
@@ -500,9 +502,7 @@ class AltsRecordDecoderTest {
     AltsRecordStage decoder = new AltsRecordStage(ALTSRP_GCM_AES128_REKEY, KEY44, true, 16384);
     ConnectionHandler reads = connection(decoder);
     EmbeddedChannel ch = new EmbeddedChannel(reads, new Capture());
-    io.netty.channel.RecvByteBufAllocator.Handle handle =
-        ch.config().getRecvByteBufAllocator().newHandle();
-    handle.reset(ch.config());
+    io.netty.channel.RecvByteBufAllocator.Handle handle = readHandle(ch);
     byte[] record = encode(ALTSRP_GCM_AES128_REKEY, KEY44, false, 16384, pattern(5000, 6));
     ch.writeInbound(Unpooled.wrappedBuffer(record, 0, 3000));
     ByteBuf restAndFrame = handle.allocate(ch.alloc());
@@ -514,9 +514,7 @@ class AltsRecordDecoderTest {
     ConnectionHandler big = connection(
         new AltsRecordStage(ALTSRP_GCM_AES128_REKEY, KEY44, true, 1 << 20));
     EmbeddedChannel ch2 = new EmbeddedChannel(big, new Capture());
-    io.netty.channel.RecvByteBufAllocator.Handle handle2 =
-        ch2.config().getRecvByteBufAllocator().newHandle();
-    handle2.reset(ch2.config());
+    io.netty.channel.RecvByteBufAllocator.Handle handle2 = readHandle(ch2);
     ByteBuf capped = handle2.allocate(ch2.alloc());
     assertEquals(io.pinless.read.ReadPolicy.LARGEST_TARGET_READ_BYTES, capped.writableBytes());
     capped.release();

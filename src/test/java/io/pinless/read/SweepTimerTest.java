@@ -42,6 +42,35 @@ class SweepTimerTest {
     serverLoop.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
   }
 
+  /** A local server, and a client connected to it through {@code handler}. */
+  private Channel[] connect(ReadOnReadyHandler handler) throws InterruptedException {
+    LocalAddress address = new LocalAddress(SweepTimerTest.class);
+    Channel server = new ServerBootstrap().group(serverLoop).channel(LocalServerChannel.class)
+        .childHandler(new ChannelInboundHandlerAdapter()).bind(address).sync().channel();
+    Channel client = new Bootstrap().group(clientLoop).channel(LocalChannel.class)
+        .handler(handler).connect(address).sync().channel();
+    return new Channel[] {server, client};
+  }
+
+  /**
+   * On the client's loop, as the slicer does: tracks a watched read buffer, hands on a slice of
+   * it, lets go of the buffer and ends the read batch; then runs {@code after} there.
+   *
+   * @return owned by the caller: the slice handed on
+   */
+  private ByteBuf handOnAndEndBatch(Channel client, ReadBudget budget,
+      CompletableFuture<Thread> freed, Runnable after) throws Exception {
+    return clientLoop.submit(() -> {
+      ByteBuf read = watched(freed);
+      budget.track(read);
+      ByteBuf handedOn = read.retainedSlice();
+      read.release();
+      client.pipeline().fireChannelReadComplete();
+      after.run();
+      return handedOn;
+    }).get(5, TimeUnit.SECONDS);
+  }
+
   /** A buffer that completes {@code freed} when its last reference goes, on that thread. */
   private static ByteBuf watched(CompletableFuture<Thread> freed) {
     return new UnpooledHeapByteBuf(UnpooledByteBufAllocator.DEFAULT, 100, 100) {
@@ -55,24 +84,11 @@ class SweepTimerTest {
 
   @Test
   void aQuietConnectionIsSweptWithNothingScheduledOnItsLoop() throws Exception {
-    LocalAddress address = new LocalAddress(SweepTimerTest.class);
-    Channel server = new ServerBootstrap().group(serverLoop).channel(LocalServerChannel.class)
-        .childHandler(new ChannelInboundHandlerAdapter()).bind(address).sync().channel();
     ReadBudget budget = new ReadBudget(1000);
-    ReadOnReadyHandler handler = new ReadOnReadyHandler(budget, false);
-    Channel client = new Bootstrap().group(clientLoop).channel(LocalChannel.class)
-        .handler(handler).connect(address).sync().channel();
+    Channel[] channels = connect(new ReadOnReadyHandler(budget, false));
     try {
       CompletableFuture<Thread> freed = new CompletableFuture<>();
-      // As the slicer does: track the read buffer, hand on a slice, let go of the buffer.
-      ByteBuf slice = clientLoop.submit(() -> {
-        ByteBuf read = watched(freed);
-        budget.track(read);
-        ByteBuf handedOn = read.retainedSlice();
-        read.release();
-        client.pipeline().fireChannelReadComplete();
-        return handedOn;
-      }).get(5, TimeUnit.SECONDS);
+      ByteBuf slice = handOnAndEndBatch(channels[1], budget, freed, () -> {});
       assertEquals(1, clientLoop.submit(budget::trackedBuffers).get(5, TimeUnit.SECONDS),
           "held downstream: still tracked after the batch's sweep");
       assertFalse(clientLoop.submit(clientLoop::anythingScheduled).get(5, TimeUnit.SECONDS),
@@ -83,38 +99,28 @@ class SweepTimerTest {
       assertTrue(clientLoop.inEventLoop(sweptOn), "swept on the connection's loop: " + sweptOn);
       assertEquals(0, clientLoop.submit(budget::trackedBuffers).get(5, TimeUnit.SECONDS));
     } finally {
-      client.close().sync();
-      server.close().sync();
+      channels[1].close().sync();
+      channels[0].close().sync();
     }
   }
 
   @Test
   void aRemovedHandlerGivesUpItsReferencesAndItsPendingTimer() throws Exception {
-    LocalAddress address = new LocalAddress(SweepTimerTest.class);
-    Channel server = new ServerBootstrap().group(serverLoop).channel(LocalServerChannel.class)
-        .childHandler(new ChannelInboundHandlerAdapter()).bind(address).sync().channel();
     ReadBudget budget = new ReadBudget(1000);
     ReadOnReadyHandler handler = new ReadOnReadyHandler(budget, false);
-    Channel client = new Bootstrap().group(clientLoop).channel(LocalChannel.class)
-        .handler(handler).connect(address).sync().channel();
+    Channel[] channels = connect(handler);
     try {
       CompletableFuture<Thread> freed = new CompletableFuture<>();
-      ByteBuf slice = clientLoop.submit(() -> {
-        ByteBuf read = watched(freed);
-        budget.track(read);
-        ByteBuf handedOn = read.retainedSlice();
-        read.release();
-        client.pipeline().fireChannelReadComplete(); // a sweep timer is pending
-        client.pipeline().remove(handler); // gives up the budget's reference and the timer
-        return handedOn;
-      }).get(5, TimeUnit.SECONDS);
+      // A sweep timer is pending when the handler goes, which gives up the budget's reference.
+      ByteBuf slice = handOnAndEndBatch(channels[1], budget, freed,
+          () -> channels[1].pipeline().remove(handler));
       assertEquals(1, slice.refCnt(), "downstream's slice is all that is left");
       assertEquals(0, clientLoop.submit(budget::trackedBuffers).get(5, TimeUnit.SECONDS));
       slice.release();
       assertEquals(Thread.currentThread(), freed.getNow(null), "freed by downstream's release");
     } finally {
-      client.close().sync();
-      server.close().sync();
+      channels[1].close().sync();
+      channels[0].close().sync();
     }
   }
 }
