@@ -27,7 +27,9 @@ import io.pinless.alts.handshake.proto.StartServerHandshakeReq;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * Runs the ALTS handshake of one connection through a handshaker service, without ever blocking
@@ -84,16 +86,23 @@ public final class AltsHandshakeHandler extends ChannelInboundHandlerAdapter {
   private final String handshakerAddress;
   private final List<String> targetServiceAccounts;
   private final long timeoutMillis;
+  private final HandshakerCalls calls;
   private ChannelHandlerContext ctx;
   private ClientCall<HandshakerReq, HandshakerResp> call;
   private StreamObserver<HandshakerReq> requests;
   private boolean started;
-  /** A request of this handshake holds a {@link HandshakerCalls} slot. */
-  private boolean slotHeld;
+  /**
+   * A request of this handshake holds a {@link HandshakerCalls} slot. Set on the thread that
+   * grants it, cleared by whichever thread releases it first: the event loop, or gRPC's when a
+   * response comes (so a slot comes back even when the event loop is gone).
+   */
+  private final AtomicBoolean slotHeld = new AtomicBoolean();
+  /** The request waiting for a slot, withdrawn if the handshake ends first; null when none. */
+  private volatile Runnable waitingSend;
   /** A request is at the handshaker, awaiting its response. */
   private boolean awaiting;
-  /** Succeeded or failed: nothing more happens. */
-  private boolean ended;
+  /** Succeeded or failed: nothing more happens. Read by the thread that grants a slot. */
+  private volatile boolean ended;
   /** The peer's bytes not yet given to the handshaker. */
   private ByteString unsent = ByteString.EMPTY;
   /** The peer's bytes in the request awaiting its response. */
@@ -112,6 +121,14 @@ public final class AltsHandshakeHandler extends ChannelInboundHandlerAdapter {
   public AltsHandshakeHandler(
       boolean client, String handshakerAddress, List<String> targetServiceAccounts,
       long timeoutMillis) {
+    this(client, handshakerAddress, targetServiceAccounts, timeoutMillis, HandshakerCalls.SHARED);
+  }
+
+  /** As the public constructor, with requests bounded by {@code calls}. */
+  AltsHandshakeHandler(
+      boolean client, String handshakerAddress, List<String> targetServiceAccounts,
+      long timeoutMillis, HandshakerCalls calls) {
+    this.calls = calls;
     this.client = client;
     this.handshakerAddress = handshakerAddress;
     this.targetServiceAccounts = List.copyOf(targetServiceAccounts);
@@ -250,45 +267,71 @@ public final class AltsHandshakeHandler extends ChannelInboundHandlerAdapter {
               CallOptions.DEFAULT.withDeadlineAfter(timeoutMillis, TimeUnit.MILLISECONDS));
       requests = ClientCalls.asyncBidiStreamingCall(call, new Responses());
     }
-    HandshakerCalls.SHARED.submit(
-        () -> ctx.executor().execute(() -> {
-          if (ended) {
-            HandshakerCalls.SHARED.answered();
-          } else {
-            slotHeld = true;
-            requests.onNext(req);
-          }
-        }));
+    Runnable grant = () -> granted(req);
+    waitingSend = grant;
+    calls.submit(grant);
   }
 
-  private void releaseSlot() {
-    if (slotHeld) {
-      slotHeld = false;
-      HandshakerCalls.SHARED.answered();
+  /** A slot is this handshake's, on whichever thread freed it: send {@code req} on the loop. */
+  private void granted(HandshakerReq req) {
+    waitingSend = null;
+    slotHeld.set(true);
+    if (ended) {
+      releaseSlot();
+      return;
+    }
+    try {
+      ctx.executor().execute(() -> {
+        if (ended) {
+          releaseSlot();
+        } else {
+          requests.onNext(req);
+        }
+      });
+    } catch (RejectedExecutionException e) {
+      // The connection's event loop is shut down: nothing will send the request.
+      releaseSlot();
     }
   }
 
-  /** The handshaker's answers, handed to the event loop. */
+  /** Frees the slot this handshake holds, if it holds one; any thread. */
+  private void releaseSlot() {
+    if (slotHeld.compareAndSet(true, false)) {
+      calls.answered();
+    }
+  }
+
+  /**
+   * The handshaker's answers. Each frees the slot of the request it answers at once, on gRPC's
+   * thread, then is handled on the event loop; with the event loop shut down, the call is
+   * cancelled instead.
+   */
   private final class Responses implements StreamObserver<HandshakerResp> {
     @Override
     public void onNext(HandshakerResp resp) {
-      ctx.executor().execute(() -> {
-        releaseSlot();
-        received(resp);
-      });
+      releaseSlot();
+      onLoop(() -> received(resp));
     }
 
     @Override
     public void onError(Throwable t) {
-      ctx.executor().execute(() -> {
-        releaseSlot();
-        fail("the handshaker service at " + handshakerAddress + " failed: " + Status.fromThrowable(t));
-      });
+      releaseSlot();
+      onLoop(() -> fail(
+          "the handshaker service at " + handshakerAddress + " failed: " + Status.fromThrowable(t)));
     }
 
     @Override
     public void onCompleted() {
-      ctx.executor().execute(() -> fail("the handshaker service ended the handshake early"));
+      releaseSlot();
+      onLoop(() -> fail("the handshaker service ended the handshake early"));
+    }
+
+    private void onLoop(Runnable task) {
+      try {
+        ctx.executor().execute(task);
+      } catch (RejectedExecutionException e) {
+        call.cancel("the connection's event loop is shut down", e);
+      }
     }
   }
 
@@ -387,6 +430,10 @@ public final class AltsHandshakeHandler extends ChannelInboundHandlerAdapter {
       return;
     }
     ended = true;
+    Runnable waiting = waitingSend;
+    if (waiting != null) {
+      calls.withdraw(waiting);
+    }
     releaseSlot();
     unsent = ByteString.EMPTY;
     sent = ByteString.EMPTY;

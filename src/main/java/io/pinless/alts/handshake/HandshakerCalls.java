@@ -8,6 +8,9 @@ import java.util.concurrent.atomic.AtomicInteger;
  * beyond the bound waits in a queue and is sent when an earlier one is answered. A slot is held
  * only from a request to its response, never while a handshake waits for its peer, so handshakes
  * that wait on each other (a process that is both client and server) cannot deadlock on it.
+ *
+ * <p>Every slot comes back: a handshake that ends withdraws its waiting request, and a send that
+ * throws (its connection's event loop is shut down, say) frees the slot it was given.
  */
 final class HandshakerCalls {
   /** Process-wide: requests outstanding at handshaker services, at most. */
@@ -23,15 +26,31 @@ final class HandshakerCalls {
   }
 
   /**
-   * Runs {@code send} now if a slot is free, else once one is; {@code send} must lead to exactly
-   * one {@link #answered()} (the response, or the call's end).
+   * Runs {@code send} now if a slot is free, else once one is, on the thread that frees it;
+   * {@code send} must lead to exactly one {@link #answered()} (the response, or the call's end)
+   * unless it throws, which frees the slot at once.
+   *
+   * @throws RuntimeException what a {@code send} run here threw, after every other was run
    */
   void submit(Runnable send) {
     waiting.add(send);
     drain();
   }
 
-  /** A request was answered (or will never be): its slot is free. */
+  /**
+   * Takes back {@code send} if it still waits for a slot.
+   *
+   * @return true if it was waiting and now never runs
+   */
+  boolean withdraw(Runnable send) {
+    return waiting.remove(send);
+  }
+
+  /**
+   * A request was answered (or will never be): its slot is free.
+   *
+   * @throws RuntimeException what a {@code send} given the slot threw, after every other was run
+   */
   void answered() {
     outstanding.decrementAndGet();
     drain();
@@ -48,10 +67,11 @@ final class HandshakerCalls {
   }
 
   private void drain() {
+    RuntimeException thrown = null;
     while (true) {
       int n = outstanding.get();
       if (n >= max) {
-        return;
+        break;
       }
       if (!outstanding.compareAndSet(n, n + 1)) {
         continue;
@@ -60,11 +80,24 @@ final class HandshakerCalls {
       if (next == null) {
         outstanding.decrementAndGet();
         if (waiting.isEmpty()) {
-          return;
+          break;
         }
         continue;
       }
-      next.run();
+      try {
+        next.run();
+      } catch (RuntimeException e) {
+        // Nothing was sent: the slot is free again, for the next request waiting.
+        outstanding.decrementAndGet();
+        if (thrown == null) {
+          thrown = e;
+        } else {
+          thrown.addSuppressed(e);
+        }
+      }
+    }
+    if (thrown != null) {
+      throw thrown;
     }
   }
 }
