@@ -38,7 +38,12 @@ public final class PinlessMetrics {
     /** Message bytes a marshaller parsed by copying them out of the received buffers. */
     MESSAGE_BYTES_COPIED("message_bytes_copied"),
     /** Gauge: pooled bytes handed to gRPC and still held there, as the read budgets count them. */
-    TRACKED_BYTES("tracked_bytes");
+    TRACKED_BYTES("tracked_bytes"),
+    /**
+     * Times ALTS crypto fell back to a slower provider: Conscrypt did not load, or its native
+     * AES-GCM calls did not load or failed their self-test. The first is also logged.
+     */
+    ALTS_CRYPTO_FALLBACKS("alts_crypto_fallbacks");
 
     private final String key;
     private final LongAdder total = new LongAdder();

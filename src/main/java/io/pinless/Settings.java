@@ -1,6 +1,7 @@
 package io.pinless;
 
 import io.pinless.read.ReadBudget;
+import java.util.List;
 import java.util.Locale;
 
 /**
@@ -29,7 +30,9 @@ public final class Settings {
   private static final long READ_BUDGET_BYTES = positiveLong("pinless.read.budgetBytes", ReadBudget.DEFAULT_LIMIT_BYTES);
   private static final boolean HOLD_WHILE_UNWRITABLE =
       bool("pinless.read.holdWhileUnwritable", false);
-  private static final String ALTS_CRYPTO = string("pinless.alts.crypto", "auto");
+  private static final String ALTS_CRYPTO_PROPERTY = "pinless.alts.crypto";
+  private static final List<String> ALTS_CRYPTO_VALUES = List.of("auto", "conscrypt", "jdk");
+  private static final String ALTS_CRYPTO = string(ALTS_CRYPTO_PROPERTY, "auto");
   /** HTTP/2's bounds on SETTINGS_MAX_FRAME_SIZE (RFC 9113, section 6.5.2). */
   private static final long MIN_FRAME_SIZE = 16384;
   private static final long MAX_FRAME_SIZE = (1 << 24) - 1;
@@ -57,9 +60,20 @@ public final class Settings {
     return HTTP2_MAX_FRAME_SIZE;
   }
 
-  /** The AES-GCM provider setting for ALTS records. */
+  /**
+   * The AES-GCM provider setting for ALTS records: {@code auto}, {@code conscrypt} or {@code jdk}.
+   * It is checked here, not when the class loads, so a bad value fails the ALTS credentials that
+   * use it rather than every pinless class.
+   *
+   * @throws IllegalArgumentException naming the setting and its value when it is none of them
+   */
   public static String altsCrypto() {
-    return ALTS_CRYPTO;
+    String value = ALTS_CRYPTO.toLowerCase(Locale.ROOT);
+    if (!ALTS_CRYPTO_VALUES.contains(value)) {
+      throw new IllegalArgumentException(
+          ALTS_CRYPTO_PROPERTY + "=" + ALTS_CRYPTO + " is not one of " + ALTS_CRYPTO_VALUES);
+    }
+    return value;
   }
 
   private static String string(String property, String defaultValue) {

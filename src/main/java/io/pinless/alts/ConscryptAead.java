@@ -14,9 +14,10 @@ import javax.crypto.BadPaddingException;
  * ({@code org.conscrypt.NativeCrypto.EVP_AEAD_CTX_seal_buf} and {@code _open_buf}, the same ones
  * Conscrypt's own {@code Cipher} ends in for direct buffers) are package-private, so they are
  * looked up once with a private lookup into Conscrypt's package. That works while Conscrypt is on
- * the class path (an unnamed module); when the lookup fails (a Conscrypt without them, or one on
- * the module path that does not open its package) {@link #loadOrNull} says so and records go
- * through the {@code Cipher} instead.
+ * the class path (an unnamed module); when the lookup or the self-test fails (a Conscrypt without
+ * them, or one on the module path that does not open its package) {@link #loadOrNull} says so
+ * once, in a WARNING and {@link io.pinless.PinlessMetrics.Metric#ALTS_CRYPTO_FALLBACKS}, and
+ * records go through the {@code Cipher} instead.
  *
  * <p>Why: a {@code Cipher} must be re-initialised for every record's nonce, and each init
  * allocates (a {@code GCMParameterSpec} and its nonce copy, Conscrypt's copies of key and nonce,
@@ -31,41 +32,58 @@ import javax.crypto.BadPaddingException;
 final class ConscryptAead {
   private static final int TAG_BYTES = AesGcm.TAG_BYTES;
 
-  private final MethodHandle seal;
-  private final MethodHandle open;
+  final MethodHandle seal;
+  final MethodHandle open;
   /** BoringSSL's {@code EVP_AEAD} for AES-128-GCM, a static table's address. */
-  private final long aes128Gcm;
+  final long aes128Gcm;
 
-  private ConscryptAead(MethodHandle seal, MethodHandle open, long aes128Gcm) {
+  ConscryptAead(MethodHandle seal, MethodHandle open, long aes128Gcm) {
     this.seal = seal;
     this.open = open;
     this.aes128Gcm = aes128Gcm;
   }
 
+  /** Makes an instance of the calls below; it may fail in any way. */
+  interface Loader {
+    ConscryptAead load() throws Throwable;
+  }
+
   /**
-   * The native calls, or null when this Conscrypt does not offer them to us; the reason then goes
-   * nowhere but the fallback to the {@code Cipher} path, which is always correct.
+   * The native calls once they pass {@link #selfTest()}, or null when this Conscrypt does not
+   * offer them to us; records then go through the {@code Cipher}, which is always correct, and
+   * the reason is reported once ({@link CryptoFallback#NATIVE_AEAD}).
    */
   static ConscryptAead loadOrNull() {
+    return loadOrNull(ConscryptAead::lookUp, CryptoFallback.NATIVE_AEAD);
+  }
+
+  /** What {@code loader} makes once it passes its self-test, or null after {@code fallback}. */
+  static ConscryptAead loadOrNull(Loader loader, CryptoFallback fallback) {
     try {
-      Class<?> nativeCrypto = Class.forName("org.conscrypt.NativeCrypto");
-      MethodHandles.Lookup lookup =
-          MethodHandles.privateLookupIn(nativeCrypto, MethodHandles.lookup());
-      MethodType op = MethodType.methodType(int.class, long.class, byte[].class, int.class,
-          ByteBuffer.class, byte[].class, ByteBuffer.class, byte[].class);
-      MethodHandle seal = lookup.findStatic(nativeCrypto, "EVP_AEAD_CTX_seal_buf", op);
-      MethodHandle open = lookup.findStatic(nativeCrypto, "EVP_AEAD_CTX_open_buf", op);
-      long aead = (long) lookup.findStatic(nativeCrypto, "EVP_aead_aes_128_gcm",
-          MethodType.methodType(long.class)).invokeExact();
-      ConscryptAead aes = new ConscryptAead(seal, open, aead);
+      ConscryptAead aes = loader.load();
       aes.selfTest();
       return aes;
     } catch (Throwable t) {
       if (t instanceof VirtualMachineError && !(t instanceof StackOverflowError)) {
         throw (VirtualMachineError) t;
       }
+      fallback.report(t);
       return null;
     }
+  }
+
+  /** The calls, looked up in Conscrypt's package; not yet tested. */
+  static ConscryptAead lookUp() throws Throwable {
+    Class<?> nativeCrypto = Class.forName("org.conscrypt.NativeCrypto");
+    MethodHandles.Lookup lookup =
+        MethodHandles.privateLookupIn(nativeCrypto, MethodHandles.lookup());
+    MethodType op = MethodType.methodType(int.class, long.class, byte[].class, int.class,
+        ByteBuffer.class, byte[].class, ByteBuffer.class, byte[].class);
+    MethodHandle seal = lookup.findStatic(nativeCrypto, "EVP_AEAD_CTX_seal_buf", op);
+    MethodHandle open = lookup.findStatic(nativeCrypto, "EVP_AEAD_CTX_open_buf", op);
+    long aead = (long) lookup.findStatic(nativeCrypto, "EVP_aead_aes_128_gcm",
+        MethodType.methodType(long.class)).invokeExact();
+    return new ConscryptAead(seal, open, aead);
   }
 
   /**
@@ -114,8 +132,14 @@ final class ConscryptAead {
     }
   }
 
-  /** NIST's AES-128-GCM test case 3 (16-byte tag), sealed and opened: the calls do what we think. */
-  private void selfTest() throws GeneralSecurityException {
+  /**
+   * NIST's AES-128-GCM test case 3 (16-byte tag), sealed, opened, and opened again with one bit
+   * of the tag and then of the ciphertext flipped: the calls do what we think, and refuse what
+   * they must.
+   *
+   * @throws IllegalStateException if the calls get any of it wrong
+   */
+  void selfTest() throws GeneralSecurityException {
     byte[] key = hex("feffe9928665731c6d6a8f9467308308");
     byte[] nonce = hex("cafebabefacedbaddecaf888");
     byte[] plaintext = hex("d9313225f88406e5a55909c5aff5269a86a7a9531534f7da2e4c303d8a318a72"
@@ -131,11 +155,28 @@ final class ConscryptAead {
     if (!java.util.Arrays.equals(expected, got)) {
       throw new IllegalStateException("Conscrypt's native seal does not match NIST's vector");
     }
-    sealed.flip();
     ByteBuffer opened = ByteBuffer.allocateDirect(plaintext.length);
-    if (open(key, nonce, sealed, opened, null) != plaintext.length) {
-      throw new IllegalStateException("Conscrypt's native open returned a wrong length");
+    int length = open(key, nonce, sealed.flip(), opened, null);
+    byte[] back = new byte[plaintext.length];
+    opened.get(back);
+    if (length != plaintext.length || !java.util.Arrays.equals(plaintext, back)) {
+      throw new IllegalStateException("Conscrypt's native open does not give NIST's plaintext");
     }
+    refusesForgery(key, nonce, expected, expected.length - 1, "tag");
+    refusesForgery(key, nonce, expected, 0, "ciphertext");
+  }
+
+  /** Opens {@code sealed} with bit 0 of byte {@code at} flipped; it must be refused. */
+  private void refusesForgery(byte[] key, byte[] nonce, byte[] sealed, int at, String what)
+      throws GeneralSecurityException {
+    ByteBuffer forged = ByteBuffer.allocateDirect(sealed.length).put(sealed).flip();
+    forged.put(at, (byte) (sealed[at] ^ 1));
+    try {
+      open(key, nonce, forged, ByteBuffer.allocateDirect(sealed.length), null);
+    } catch (AEADBadTagException e) {
+      return;
+    }
+    throw new IllegalStateException("Conscrypt's native open accepted a forged " + what);
   }
 
   private static byte[] hex(String s) {

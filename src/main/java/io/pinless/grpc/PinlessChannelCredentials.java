@@ -101,8 +101,11 @@ public final class PinlessChannelCredentials {
     private AltsBuilder() {}
 
     /**
-     * The handshaker service, {@code host:port}; by default the metadata server's on Google Cloud
-     * ({@code metadata.google.internal.:8080}, or {@code $GCE_METADATA_HOST:8080}).
+     * The handshaker service, {@code host:port} or a gRPC target URI; by default the metadata
+     * server's on Google Cloud ({@code metadata.google.internal.:8080}, or {@code
+     * $GCE_METADATA_HOST:8080}).
+     *
+     * @throws IllegalArgumentException if it has no port or a port outside 1 to 65535
      */
     public AltsBuilder handshakerAddress(String hostAndPort) {
       this.handshakerAddress = AltsDefaults.checkAddress(hostAndPort);
@@ -124,8 +127,14 @@ public final class PinlessChannelCredentials {
       return this;
     }
 
-    /** The credentials, for {@code Grpc.newChannelBuilder} or {@code NettyChannelBuilder}. */
+    /**
+     * The credentials, for {@code Grpc.newChannelBuilder} or {@code NettyChannelBuilder}.
+     *
+     * @throws IllegalArgumentException if {@code pinless.alts.crypto} names no AES-GCM provider,
+     *     or names Conscrypt and it does not load
+     */
     public ChannelCredentials build() {
+      AltsDefaults.checkCrypto();
       return NettyNegotiators.altsClientCredentials(
           new NettyNegotiators.AltsOptions(
               handshakerAddress, List.copyOf(targetServiceAccounts), handshakeTimeoutMillis));
