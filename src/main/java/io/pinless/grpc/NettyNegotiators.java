@@ -382,7 +382,7 @@ final class NettyNegotiators {
       ProtocolNegotiationEvent event = getProtocolNegotiationEvent();
       Attributes attrs =
           InternalProtocolNegotiationEvent.getAttributes(event).toBuilder()
-              .set(GrpcAttributes.ATTR_SECURITY_LEVEL, SecurityLevel.PRIVACY_AND_INTEGRITY)
+              .set(GrpcAttributes.ATTR_SECURITY_LEVEL, PinlessAltsContext.securityLevel(result))
               .set(PinlessAltsContext.ATTR, PinlessAltsContext.of(result))
               .build();
       replaceProtocolNegotiationEvent(InternalProtocolNegotiationEvent.withAttributes(event, attrs));

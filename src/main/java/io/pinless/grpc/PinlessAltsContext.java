@@ -8,8 +8,8 @@ import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * What an ALTS connection made with pinless's credentials established, as calls see it: the
- * peer's and this end's identity, the record protocol and the peer's RPC version; in the spirit
- * of grpc-alts's {@code AltsContextUtil}.
+ * peer's and this end's identity, whether the peer is authenticated, the record protocol and the
+ * peer's RPC version; in the spirit of grpc-alts's {@code AltsContextUtil}.
  *
  * <pre>
  *   PinlessAltsContext alts = PinlessAltsContext.from(serverCall);   // in a ServerInterceptor
@@ -94,11 +94,32 @@ public final class PinlessAltsContext {
     return result.peerRpcMajor() + "." + result.peerRpcMinor();
   }
 
-  /** Always {@code PRIVACY_AND_INTEGRITY}: every record is encrypted and authenticated. */
-  public io.grpc.SecurityLevel securityLevel() {
-    return io.grpc.SecurityLevel.PRIVACY_AND_INTEGRITY;
+  /**
+   * Whether the peer is authenticated. False when the handshaker says it is not (pinless's local
+   * handshaker without a deployment key): the peer's identity is only claimed, and an active
+   * attacker on the path could read and change the traffic.
+   */
+  public boolean authenticated() {
+    return result.authenticated();
   }
 
+  /**
+   * {@code PRIVACY_AND_INTEGRITY} when the peer is {@link #authenticated()}, else {@code NONE}:
+   * records are encrypted either way, but to an unauthenticated peer, who may be anyone. It is
+   * the level calls see, so call credentials that demand privacy are not sent to such a peer.
+   */
+  public io.grpc.SecurityLevel securityLevel() {
+    return securityLevel(result);
+  }
+
+  /** The security level of a connection with {@code result}. */
+  static io.grpc.SecurityLevel securityLevel(AltsHandshakeResult result) {
+    return result.authenticated()
+        ? io.grpc.SecurityLevel.PRIVACY_AND_INTEGRITY
+        : io.grpc.SecurityLevel.NONE;
+  }
+
+  /** What the handshake established; it says "unauthenticated" when the peer is not. */
   @Override
   public String toString() {
     return result.toString();

@@ -83,7 +83,9 @@ public final class PinlessServerCredentials {
 
   /**
    * ALTS with the pinless read path: the handshake runs asynchronously through a handshaker
-   * service, and calls see {@code PRIVACY_AND_INTEGRITY} and a {@link PinlessAltsContext}.
+   * service, and calls see a {@link PinlessAltsContext} and {@code PRIVACY_AND_INTEGRITY}; or
+   * {@code NONE} when the handshaker says the peer is not authenticated (pinless's local
+   * handshaker without a deployment key).
    */
   public static AltsBuilder altsBuilder() {
     return new AltsBuilder();

@@ -3,6 +3,7 @@ package io.pinless.grpc;
 import static io.pinless.grpc.TestService.message;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -33,6 +34,7 @@ import io.grpc.stub.ClientCalls;
 import io.grpc.stub.ServerCalls;
 import io.grpc.stub.StreamObserver;
 import io.pinless.alts.handshake.HandshakerProtocol;
+import io.pinless.alts.handshake.LocalHandshakerMain;
 import io.pinless.alts.handshake.proto.HandshakerReq;
 import io.pinless.alts.handshake.proto.HandshakerResp;
 import io.pinless.alts.handshake.proto.HandshakerResult;
@@ -55,8 +57,9 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 /**
- * pinless's ALTS credentials over loopback with local handshakers: pinless to pinless, a stock
- * grpc-alts client to a pinless server, a pinless client to a stock server, and the failures.
+ * pinless's ALTS credentials over loopback with local handshakers that share a deployment key:
+ * pinless to pinless, a stock grpc-alts client to a pinless server, a pinless client to a stock
+ * server, and the failures; and handshakers without a key, which authenticate nothing.
  */
 class AltsIntegrationTest {
   private Server clientHandshaker;
@@ -65,10 +68,14 @@ class AltsIntegrationTest {
   private final ConcurrentLinkedQueue<PinlessAltsContext> contextsSeen =
       new ConcurrentLinkedQueue<>();
 
+  /** The deployment key both handshakers of most tests hold. */
+  private static final byte[] KEY = "pinless test deployment key 0001".getBytes(
+      java.nio.charset.StandardCharsets.US_ASCII);
+
   @BeforeEach
   void startHandshakers() throws Exception {
-    clientHandshaker = Handshakers.start("client-sa");
-    serverHandshaker = Handshakers.start("server-sa");
+    clientHandshaker = LocalHandshakerMain.start(0, "client-sa", KEY);
+    serverHandshaker = LocalHandshakerMain.start(0, "server-sa", KEY);
   }
 
   @AfterEach
@@ -507,6 +514,96 @@ class AltsIntegrationTest {
       }
       server.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
     }
+  }
+
+  @Test
+  void handshakersWithoutADeploymentKeySayNothingIsAuthenticated() throws Exception {
+    ConcurrentLinkedQueue<SecurityLevel> levels = new ConcurrentLinkedQueue<>();
+    ServerInterceptor recordLevel =
+        new ServerInterceptor() {
+          @Override
+          public <Q, R> ServerCall.Listener<Q> interceptCall(
+              ServerCall<Q, R> call, Metadata headers, ServerCallHandler<Q, R> next) {
+            levels.add(call.getSecurityLevel());
+            contextsSeen.add(PinlessAltsContext.from(call));
+            return next.startCall(call, headers);
+          }
+        };
+    Server clientSide = Handshakers.start("client-sa");
+    Server serverSide = Handshakers.start("server-sa");
+    Server server =
+        Grpc.newServerBuilderForPort(0,
+                PinlessServerCredentials.altsBuilder().handshakerAddress(address(serverSide)).build())
+            .addService(ServerInterceptors.intercept(TestService.definition(), recordLevel))
+            .build()
+            .start();
+    ManagedChannel channel = channel(server,
+        PinlessChannelCredentials.altsBuilder().handshakerAddress(address(clientSide)).build());
+    try {
+      unaryAtSizes(channel, 1);
+    } finally {
+      close(channel, server);
+      Handshakers.stop(clientSide, serverSide);
+    }
+    assertEquals(List.of(SecurityLevel.NONE), List.copyOf(levels));
+    PinlessAltsContext context = contextsSeen.peek();
+    assertEquals(SecurityLevel.NONE, context.securityLevel());
+    assertTrue(context.toString().contains("unauthenticated"), context.toString());
+  }
+
+  @Test
+  void handshakersWithOneDeploymentKeyAuthenticateThePeer() throws Exception {
+    ConcurrentLinkedQueue<SecurityLevel> levels = new ConcurrentLinkedQueue<>();
+    ServerInterceptor recordLevel =
+        new ServerInterceptor() {
+          @Override
+          public <Q, R> ServerCall.Listener<Q> interceptCall(
+              ServerCall<Q, R> call, Metadata headers, ServerCallHandler<Q, R> next) {
+            levels.add(call.getSecurityLevel());
+            contextsSeen.add(PinlessAltsContext.from(call));
+            return next.startCall(call, headers);
+          }
+        };
+    Server server =
+        Grpc.newServerBuilderForPort(0, pinlessServerCreds())
+            .addService(ServerInterceptors.intercept(TestService.definition(), recordLevel))
+            .build()
+            .start();
+    ManagedChannel channel = channel(server, pinlessChannelCreds("server-sa"));
+    try {
+      unaryAtSizes(channel, 1);
+    } finally {
+      close(channel, server);
+    }
+    assertEquals(List.of(SecurityLevel.PRIVACY_AND_INTEGRITY), List.copyOf(levels));
+    PinlessAltsContext context = contextsSeen.peek();
+    assertTrue(context.authenticated());
+    assertEquals(SecurityLevel.PRIVACY_AND_INTEGRITY, context.securityLevel());
+    assertFalse(context.toString().contains("unauthenticated"), context.toString());
+  }
+
+  @Test
+  void anotherDeploymentKeyOrNoneFailsTheHandshakeWithTheReason() throws Exception {
+    Object[][] cases = {
+      {"other deployment key 0123456789ab".getBytes(java.nio.charset.StandardCharsets.US_ASCII),
+          "server's handshake MAC does not verify"},
+      {null, "this handshaker has a deployment key and the server's has none"},
+    };
+    for (Object[] c : cases) {
+      Server serverSide = LocalHandshakerMain.start(0, "server-sa", (byte[]) c[0]);
+      Server server = server(
+          PinlessServerCredentials.altsBuilder().handshakerAddress(address(serverSide)).build());
+      ManagedChannel channel = channel(server, pinlessChannelCreds());
+      try {
+        StatusRuntimeException e = callFails(channel);
+        assertEquals(Status.Code.UNAVAILABLE, e.getStatus().getCode(), e.getStatus().toString());
+        assertTrue(e.getStatus().getDescription().contains((String) c[1]), e.getStatus().toString());
+      } finally {
+        close(channel, server);
+        Handshakers.stop(serverSide);
+      }
+    }
+    assertTrue(peersSeen.isEmpty(), "no call reached the server");
   }
 
   @Test

@@ -3,6 +3,7 @@ package io.pinless.grpc;
 import static io.pinless.grpc.TestService.message;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.grpc.CallOptions;
@@ -21,7 +22,9 @@ import io.grpc.alts.AltsContext;
 import io.grpc.alts.AltsContextUtil;
 import io.grpc.alts.AltsServerCredentials;
 import io.grpc.stub.ClientCalls;
+import io.pinless.alts.handshake.LocalHandshakerMain;
 import io.pinless.testing.Handshakers;
+import java.nio.charset.StandardCharsets;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
@@ -29,9 +32,9 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 /**
- * grpc-java's own ALTS (grpc-alts, test scope) secured by pinless's {@link LocalHandshakerService}:
+ * grpc-java's own ALTS (grpc-alts, test scope) secured by pinless's {@code LocalHandshakerService}:
  * a stock ALTS client and a stock ALTS server, each pointed at its own local handshaker, connect,
- * call, and see each other's identity.
+ * call, and see each other's identity; with a deployment key, only when both handshakers hold it.
  */
 class StockAltsWithLocalHandshakerTest {
   private Server clientHandshaker;
@@ -107,6 +110,58 @@ class StockAltsWithLocalHandshakerTest {
     assertEquals("client-sa", alts.getPeerServiceAccount());
     assertEquals("server-sa", alts.getLocalServiceAccount());
     assertEquals(AltsContext.SecurityLevel.INTEGRITY_AND_PRIVACY, alts.getSecurityLevel());
+  }
+
+  @Test
+  void stockEndsWhoseHandshakersShareADeploymentKeyConnectAndOthersDoNot() throws Exception {
+    byte[] key = "stock interop deployment key 001".getBytes(StandardCharsets.US_ASCII);
+    byte[] other = "stock interop deployment key 002".getBytes(StandardCharsets.US_ASCII);
+    Server keyedServerSide = LocalHandshakerMain.start(0, "server-sa", key);
+    Server keyedServer =
+        Grpc.newServerBuilderForPort(0,
+                AltsServerCredentials.newBuilder()
+                    .enableUntrustedAltsForTesting()
+                    .setHandshakerAddressForTesting(address(keyedServerSide))
+                    .build())
+            .addService(TestService.definition())
+            .build()
+            .start();
+    Server sameKey = LocalHandshakerMain.start(0, "client-sa", key);
+    Server otherKey = LocalHandshakerMain.start(0, "client-sa", other);
+    try {
+      ManagedChannel channel = stockChannel(keyedServer, sameKey);
+      try {
+        byte[] req = message(1000, 3);
+        assertArrayEquals(req,
+            ClientCalls.blockingUnaryCall(channel, TestService.UNARY, CallOptions.DEFAULT, req));
+      } finally {
+        channel.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+      }
+      for (Server clientSide : new Server[] {otherKey, clientHandshaker}) {
+        ManagedChannel refused = stockChannel(keyedServer, clientSide);
+        try {
+          StatusRuntimeException e = assertThrows(StatusRuntimeException.class,
+              () -> ClientCalls.blockingUnaryCall(refused, TestService.UNARY,
+                  CallOptions.DEFAULT.withDeadlineAfter(20, TimeUnit.SECONDS), message(10, 1)));
+          assertTrue(String.valueOf(e.getStatus()).contains("deployment key")
+              || String.valueOf(e.getStatus()).contains("MAC does not verify"),
+              e.getStatus().toString());
+        } finally {
+          refused.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+        }
+      }
+    } finally {
+      Handshakers.stop(keyedServer, keyedServerSide, sameKey, otherKey);
+    }
+  }
+
+  private static ManagedChannel stockChannel(Server server, Server handshaker) {
+    return Grpc.newChannelBuilder("127.0.0.1:" + server.getPort(),
+            AltsChannelCredentials.newBuilder()
+                .enableUntrustedAltsForTesting()
+                .setHandshakerAddressForTesting(address(handshaker))
+                .build())
+        .build();
   }
 
   @Test

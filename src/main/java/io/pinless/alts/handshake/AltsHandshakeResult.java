@@ -17,6 +17,8 @@ public final class AltsHandshakeResult {
   private final int maxFrameSize;
   private final int peerRpcMajor;
   private final int peerRpcMinor;
+  /** False when the handshaker says nothing about the peer is authenticated. */
+  private final boolean authenticated;
   /** The record stage until taken; not part of equality. */
   private AltsRecordStage recordStage;
 
@@ -30,6 +32,8 @@ public final class AltsHandshakeResult {
     this.maxFrameSize = maxFrameSize;
     this.peerRpcMajor = result.getPeerRpcVersions().getMaxRpcVersion().getMajor();
     this.peerRpcMinor = result.getPeerRpcVersions().getMaxRpcVersion().getMinor();
+    this.authenticated = !HandshakerProtocol.UNAUTHENTICATED.equals(
+        result.getPeerIdentity().getAttributesMap().get(HandshakerProtocol.AUTHENTICATION_ATTRIBUTE));
   }
 
   private static String name(Identity identity) {
@@ -46,7 +50,16 @@ public final class AltsHandshakeResult {
     return stage;
   }
 
-  /** The peer's service account (or host name), as the handshaker authenticated it. */
+  /**
+   * Whether the handshaker authenticated the peer. False only when it says it did not (pinless's
+   * local handshaker without a deployment key): then the peer's identity is only claimed, and
+   * someone in between could read the traffic.
+   */
+  public boolean authenticated() {
+    return authenticated;
+  }
+
+  /** The peer's service account (or host name), as the handshaker reports it. */
   public String peerServiceAccount() {
     return peerServiceAccount;
   }
@@ -88,18 +101,20 @@ public final class AltsHandshakeResult {
         && recordProtocol.equals(r.recordProtocol)
         && maxFrameSize == r.maxFrameSize
         && peerRpcMajor == r.peerRpcMajor
-        && peerRpcMinor == r.peerRpcMinor;
+        && peerRpcMinor == r.peerRpcMinor
+        && authenticated == r.authenticated;
   }
 
   @Override
   public int hashCode() {
     return java.util.Objects.hash(peerServiceAccount, localServiceAccount, recordProtocol,
-        maxFrameSize, peerRpcMajor, peerRpcMinor);
+        maxFrameSize, peerRpcMajor, peerRpcMinor, authenticated);
   }
 
   @Override
   public String toString() {
-    return "ALTS peer " + peerServiceAccount + " (local " + localServiceAccount + "), "
+    return "ALTS peer " + peerServiceAccount
+        + (authenticated ? "" : " (unauthenticated: the identity is only claimed)") + " (local " + localServiceAccount + "), "
         + recordProtocol + ", frames up to " + maxFrameSize + " bytes, peer RPC "
         + peerRpcMajor + "." + peerRpcMinor;
   }

@@ -33,5 +33,16 @@ public final class HandshakerProtocol {
   /** The RPC protocol version gRPC speaks over ALTS is 2.1: its minor part. */
   public static final int RPC_MINOR = 1;
 
+  /**
+   * The attribute of a result's peer identity in which pinless's local handshaker says how the
+   * peer was authenticated: {@link #AUTHENTICATED_BY_DEPLOYMENT_KEY} or {@link #UNAUTHENTICATED}.
+   * Other handshakers (the metadata server's) do not set it: their peers are authenticated.
+   */
+  public static final String AUTHENTICATION_ATTRIBUTE = "pinless.authentication";
+  /** The peer's handshaker proved it holds the same deployment key. */
+  public static final String AUTHENTICATED_BY_DEPLOYMENT_KEY = "deployment-key";
+  /** Nothing about the peer is authenticated: its identity is only claimed. */
+  public static final String UNAUTHENTICATED = "none";
+
   private HandshakerProtocol() {}
 }

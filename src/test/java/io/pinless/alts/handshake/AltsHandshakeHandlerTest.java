@@ -51,8 +51,8 @@ import org.junit.jupiter.api.Test;
  * The handshake handler on its own, in plain Netty pipelines over loopback: after the handshake
  * the record codec takes its place, inside a read handler right in front of it (as pinless's
  * credentials install them) or as a pipeline entry of its own, and the first records, sent by
- * each end the moment its handshake ends, arrive whole (the server's behind its last handshake
- * bytes, so the client's handshake hands them on).
+ * each end the moment its handshake ends, arrive whole (the client's behind its last handshake
+ * bytes, so the server's handshake hands them on).
  */
 class AltsHandshakeHandlerTest {
   private static final int MESSAGE_BYTES = 40_000;
@@ -61,23 +61,23 @@ class AltsHandshakeHandlerTest {
   private Server serverHandshaker;
   private EventLoopGroup group;
 
-  /** Completed once the client has read {@link #GATE_BYTES}; the client's handshaker waits for it. */
+  /** Completed once the server has read {@link #GATE_BYTES}; the server's handshaker waits for it. */
   private final CompletableFuture<Void> gate = new CompletableFuture<>();
-  /** How many bytes the client reads before its handshaker gives it its result. */
+  /** How many bytes the server reads before its handshaker gives it its result. */
   private static final int GATE_BYTES = 10_000;
 
   @BeforeEach
   void start() throws Exception {
-    // The client's handshaker holds back the answer that ends the client's handshake until the
-    // client has read the server's first records too: so they always arrive behind the handshake.
-    clientHandshaker = NettyServerBuilder.forAddress(
+    // The server's handshaker holds back the answer that ends the server's handshake until the
+    // server has read the client's first records too: so they always arrive behind the handshake.
+    serverHandshaker = NettyServerBuilder.forAddress(
             new InetSocketAddress(InetAddress.getLoopbackAddress(), 0),
             InsecureServerCredentials.create())
         .addService(ServerInterceptors.intercept(
-            new LocalHandshakerService("client-sa"), new HoldResult()))
+            new LocalHandshakerService("server-sa"), new HoldResult()))
         .build()
         .start();
-    serverHandshaker = Handshakers.start("server-sa");
+    clientHandshaker = Handshakers.start("client-sa");
     group = new MultiThreadIoEventLoopGroup(2, NioIoHandler.newFactory());
   }
 
@@ -105,7 +105,7 @@ class AltsHandshakeHandlerTest {
     }
   }
 
-  /** Counts what the client reads, in front of everything, and opens the gate. */
+  /** Counts what the server reads, in front of everything, and opens the gate. */
   private final class ReadProbe extends ChannelInboundHandlerAdapter {
     private long bytes;
 
@@ -199,7 +199,7 @@ class AltsHandshakeHandlerTest {
     return new ChannelInitializer<>() {
       @Override
       protected void initChannel(Channel ch) {
-        if (client) {
+        if (!client) {
           ch.pipeline().addLast("probe", new ReadProbe());
         }
         ch.pipeline().addLast(new ConnectionHandler(new ReadBudget(1 << 20), false, 32768));
@@ -215,9 +215,9 @@ class AltsHandshakeHandlerTest {
     new Random(11).nextBytes(message);
     byte[] reply = new byte[2 * GATE_BYTES];
     new Random(12).nextBytes(reply);
-    // Each end writes as soon as its handshake ends: the server's records reach the client right
-    // behind the server's last handshake bytes, before the client's handshake has ended (its
-    // handshaker's last answer waits until the client has read GATE_BYTES).
+    // Each end writes as soon as its handshake ends: the client's records reach the server right
+    // behind the client's last handshake bytes, before the server's handshake has ended (its
+    // handshaker's last answer waits until the server has read GATE_BYTES).
     Received atServer = new Received(MESSAGE_BYTES, reply, true);
     Received atClient = new Received(reply.length, message, true);
     Channel listener = listen(atServer);

@@ -19,6 +19,8 @@ import io.pinless.alts.handshake.proto.HandshakeProtocol;
 import io.pinless.alts.handshake.proto.HandshakerReq;
 import io.pinless.alts.handshake.proto.HandshakerResp;
 import io.pinless.alts.handshake.proto.Identity;
+import io.pinless.alts.handshake.proto.LocalFinished;
+import io.pinless.alts.handshake.proto.LocalHello;
 import io.pinless.alts.handshake.proto.NextHandshakeMessageReq;
 import io.pinless.alts.handshake.proto.RpcProtocolVersions;
 import io.pinless.alts.handshake.proto.ServerHandshakeParameters;
@@ -26,6 +28,7 @@ import io.pinless.alts.handshake.proto.StartClientHandshakeReq;
 import io.pinless.alts.handshake.proto.StartServerHandshakeReq;
 import io.pinless.testing.Handshakers;
 import java.util.HexFormat;
+import java.util.List;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
@@ -155,45 +158,67 @@ class LocalHandshakerServiceTest {
     HandshakerResp s1 = server.send(serverStart(c1.getOutFrames(), 16384, REKEY));
     assertEquals(0, s1.getStatus().getCode(), s1.getStatus().getDetails());
     assertEquals(c1.getOutFrames().size(), s1.getBytesConsumed());
-    assertTrue(s1.hasResult());
-    assertFalse(s1.getOutFrames().isEmpty(), "the server's hello, for the client");
+    assertFalse(s1.hasResult(), "the server waits for the client's MAC");
+    assertFalse(s1.getOutFrames().isEmpty(), "the server's hello and MAC, for the client");
 
     HandshakerResp c2 = client.send(next(s1.getOutFrames()));
     assertEquals(0, c2.getStatus().getCode(), c2.getStatus().getDetails());
     assertEquals(s1.getOutFrames().size(), c2.getBytesConsumed());
     assertTrue(c2.hasResult());
+    assertFalse(c2.getOutFrames().isEmpty(), "the client's MAC, for the server");
 
-    assertEquals(LocalKeyAgreement.KEY_DATA_BYTES, s1.getResult().getKeyData().size());
-    assertEquals(s1.getResult().getKeyData(), c2.getResult().getKeyData(), "one shared key");
+    HandshakerResp s2 = server.send(next(c2.getOutFrames()));
+    assertEquals(0, s2.getStatus().getCode(), s2.getStatus().getDetails());
+    assertEquals(c2.getOutFrames().size(), s2.getBytesConsumed());
+    assertTrue(s2.hasResult());
+    assertTrue(s2.getOutFrames().isEmpty());
+
+    assertEquals(LocalKeyAgreement.KEY_DATA_BYTES, s2.getResult().getKeyData().size());
+    assertEquals(s2.getResult().getKeyData(), c2.getResult().getKeyData(), "one shared key");
     assertEquals(REKEY, c2.getResult().getRecordProtocol());
     assertEquals("grpc", c2.getResult().getApplicationProtocol());
-    assertEquals("client-sa", s1.getResult().getPeerIdentity().getServiceAccount());
+    assertEquals("client-sa", s2.getResult().getPeerIdentity().getServiceAccount());
     assertEquals("server-sa", c2.getResult().getPeerIdentity().getServiceAccount());
-    assertEquals(16384, s1.getResult().getMaxFrameSize(), "the smaller of 128 KiB and 16 KiB");
+    assertEquals(16384, s2.getResult().getMaxFrameSize(), "the smaller of 128 KiB and 16 KiB");
     assertEquals(16384, c2.getResult().getMaxFrameSize());
     assertEquals(V21, c2.getResult().getPeerRpcVersions());
+    for (HandshakerResp r : List.of(c2, s2)) {
+      assertEquals(HandshakerProtocol.UNAUTHENTICATED, authentication(r), "no deployment key");
+    }
     client.close();
     server.close();
+  }
+
+  private static String authentication(HandshakerResp resp) {
+    return resp.getResult().getPeerIdentity().getAttributesMap()
+        .get(HandshakerProtocol.AUTHENTICATION_ATTRIBUTE);
+  }
+
+  /** The two results of a handshake relayed between {@code client} and {@code server} as is. */
+  private static HandshakerResp[] handshake(Stream client, Stream server) throws Exception {
+    HandshakerResp s1 = server.send(serverStart(client.send(clientStart(0)).getOutFrames(), 0, REKEY));
+    assertEquals(0, s1.getStatus().getCode(), s1.getStatus().getDetails());
+    HandshakerResp c2 = client.send(next(s1.getOutFrames()));
+    assertEquals(0, c2.getStatus().getCode(), c2.getStatus().getDetails());
+    HandshakerResp s2 = server.send(next(c2.getOutFrames()));
+    assertEquals(0, s2.getStatus().getCode(), s2.getStatus().getDetails());
+    assertTrue(c2.hasResult() && s2.hasResult());
+    client.close();
+    server.close();
+    return new HandshakerResp[] {c2, s2};
   }
 
   @Test
   void everyHandshakeHasItsOwnKey() throws Exception {
-    ByteString first = handshakeKey();
-    ByteString second = handshakeKey();
+    ByteString first =
+        handshake(new Stream(toClientSide), new Stream(toServerSide))[0].getResult().getKeyData();
+    ByteString second =
+        handshake(new Stream(toClientSide), new Stream(toServerSide))[0].getResult().getKeyData();
     assertFalse(first.equals(second), "ephemeral keys: " + HexFormat.of().formatHex(first.toByteArray()));
   }
 
-  private static ByteString handshakeKey() throws Exception {
-    Stream client = new Stream(toClientSide);
-    Stream server = new Stream(toServerSide);
-    HandshakerResp s1 = server.send(serverStart(client.send(clientStart(0)).getOutFrames(), 0, REKEY));
-    client.close();
-    server.close();
-    return s1.getResult().getKeyData();
-  }
-
   @Test
-  void aHelloSplitAcrossRequestsWithRecordsBehindIt() throws Exception {
+  void messagesSplitAcrossRequestsWithRecordsBehindThem() throws Exception {
     Stream client = new Stream(toClientSide);
     Stream server = new Stream(toServerSide);
     ByteString hello = client.send(clientStart(131072)).getOutFrames();
@@ -201,10 +226,23 @@ class LocalHandshakerServiceTest {
     assertEquals(0, s1.getStatus().getCode());
     assertEquals(3, s1.getBytesConsumed(), "took the three bytes, waits for more");
     assertFalse(s1.hasResult());
+    HandshakerResp s2 = server.send(next(hello.substring(3)));
+    assertEquals(hello.size() - 3, s2.getBytesConsumed());
+    ByteString fromServer = s2.getOutFrames();
+    // The server's hello and MAC a byte at a time: the client answers only once both are in.
+    HandshakerResp c2 = null;
+    for (int i = 0; i < fromServer.size(); i++) {
+      c2 = client.send(next(fromServer.substring(i, i + 1)));
+      assertEquals(0, c2.getStatus().getCode(), c2.getStatus().getDetails());
+      assertEquals(1, c2.getBytesConsumed());
+      assertEquals(i == fromServer.size() - 1, c2.hasResult(), "at byte " + i);
+    }
     ByteString records = ByteString.copyFrom(new byte[] {1, 2, 3, 4, 5});
-    HandshakerResp s2 = server.send(next(hello.substring(3).concat(records)));
-    assertTrue(s2.hasResult(), s2.getStatus().getDetails());
-    assertEquals(hello.size() - 3, s2.getBytesConsumed(), "the records behind it are not consumed");
+    HandshakerResp s3 = server.send(next(c2.getOutFrames().concat(records)));
+    assertTrue(s3.hasResult(), s3.getStatus().getDetails());
+    assertEquals(c2.getOutFrames().size(), s3.getBytesConsumed(),
+        "the records behind the client's MAC are not consumed");
+    assertEquals(s3.getResult().getKeyData(), c2.getResult().getKeyData());
     client.close();
     server.close();
   }
@@ -263,6 +301,46 @@ class LocalHandshakerServiceTest {
     HandshakerResp e1 = early.send(next(ByteString.copyFrom(new byte[] {1})));
     assertEquals(Status.Code.FAILED_PRECONDITION.value(), e1.getStatus().getCode());
     early.close();
+  }
+
+  /**
+   * What a server that says {@code maxFrameSize} whatever the client asked sends back for the
+   * client's hello frame: a hello, keyed as a local handshaker keys it, without a deployment key.
+   */
+  private static ByteString rogueServerReply(ByteString clientHelloFrame, int maxFrameSize)
+      throws Exception {
+    byte[] clientHello = clientHelloFrame.substring(4).toByteArray();
+    LocalKeyAgreement keys = new LocalKeyAgreement();
+    byte[] serverHello =
+        LocalHello.newBuilder()
+            .setPublicKey(ByteString.copyFrom(keys.publicKey()))
+            .setIdentity(Identity.newBuilder().setServiceAccount("rogue"))
+            .addRecordProtocols(REKEY)
+            .setMaxFrameSize(maxFrameSize)
+            .setRpcVersions(V21)
+            .build()
+            .toByteArray();
+    LocalKeyAgreement.Secrets secrets = keys.secrets(
+        LocalHello.parseFrom(clientHello).getPublicKey().toByteArray(), clientHello, serverHello,
+        null);
+    return frame(serverHello).concat(frame(
+        LocalFinished.newBuilder().setMac(ByteString.copyFrom(secrets.mac(false))).build()
+            .toByteArray()));
+  }
+
+  private static ByteString frame(byte[] message) {
+    return ByteString.copyFrom(java.nio.ByteBuffer.allocate(4).putInt(message.length).array())
+        .concat(ByteString.copyFrom(message));
+  }
+
+  @Test
+  void aServerThatSaysALargerFrameSizeThanTheClientAskedForGetsTheClients() throws Exception {
+    Stream client = new Stream(toClientSide);
+    ByteString hello = client.send(clientStart(16384)).getOutFrames();
+    HandshakerResp c2 = client.send(next(rogueServerReply(hello, 1 << 20)));
+    assertEquals(0, c2.getStatus().getCode(), c2.getStatus().getDetails());
+    assertEquals(16384, c2.getResult().getMaxFrameSize(), "what the client asked for, at most");
+    client.close();
   }
 
   @Test
