@@ -384,6 +384,11 @@ final class LocalHandshake implements StreamObserver<HandshakerReq> {
     }
   }
 
+  /** Peer bytes held between requests: a partial message, at most its length and 16 KiB. */
+  int heldBytes() {
+    return pending.size();
+  }
+
   @Override
   public void onError(Throwable t) {
     end();
