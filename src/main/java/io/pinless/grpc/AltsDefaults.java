@@ -91,7 +91,8 @@ final class AltsDefaults {
   static long checkTimeout(long timeout, TimeUnit unit) {
     long millis = unit.toMillis(timeout);
     if (millis <= 0) {
-      throw new IllegalArgumentException("handshake timeout must be positive, got " + timeout + " " + unit);
+      throw new IllegalArgumentException(
+          "handshake timeout must be positive, got " + timeout + " " + unit);
     }
     return millis;
   }

@@ -52,7 +52,7 @@ class AltsDefaultsTest {
 
   /** Runs {@link BuildAlts} in a JVM of its own with {@code property}; returns what it prints. */
   private static String inAnotherJvm(String property) throws Exception {
-    String java = System.getProperty("java.home") + File.separator + "bin" + File.separator + "java";
+    String java = String.join(File.separator, System.getProperty("java.home"), "bin", "java");
     Process p = new ProcessBuilder(java, property, "-cp", System.getProperty("java.class.path"),
             BuildAlts.class.getName())
         .redirectErrorStream(true)

@@ -532,8 +532,8 @@ class AltsIntegrationTest {
     Server clientSide = Handshakers.start("client-sa");
     Server serverSide = Handshakers.start("server-sa");
     Server server =
-        Grpc.newServerBuilderForPort(0,
-                PinlessServerCredentials.altsBuilder().handshakerAddress(address(serverSide)).build())
+        Grpc.newServerBuilderForPort(0, PinlessServerCredentials.altsBuilder()
+                .handshakerAddress(address(serverSide)).build())
             .addService(ServerInterceptors.intercept(TestService.definition(), recordLevel))
             .build()
             .start();

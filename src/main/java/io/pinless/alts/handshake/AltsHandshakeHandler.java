@@ -316,8 +316,8 @@ public final class AltsHandshakeHandler extends ChannelInboundHandlerAdapter {
     @Override
     public void onError(Throwable t) {
       releaseSlot();
-      onLoop(() -> fail(
-          "the handshaker service at " + handshakerAddress + " failed: " + Status.fromThrowable(t)));
+      onLoop(() -> fail("the handshaker service at " + handshakerAddress + " failed: "
+          + Status.fromThrowable(t)));
     }
 
     @Override

@@ -32,8 +32,8 @@ public final class AltsHandshakeResult {
     this.maxFrameSize = maxFrameSize;
     this.peerRpcMajor = result.getPeerRpcVersions().getMaxRpcVersion().getMajor();
     this.peerRpcMinor = result.getPeerRpcVersions().getMaxRpcVersion().getMinor();
-    this.authenticated = !HandshakerProtocol.UNAUTHENTICATED.equals(
-        result.getPeerIdentity().getAttributesMap().get(HandshakerProtocol.AUTHENTICATION_ATTRIBUTE));
+    this.authenticated = !HandshakerProtocol.UNAUTHENTICATED.equals(result.getPeerIdentity()
+        .getAttributesMap().get(HandshakerProtocol.AUTHENTICATION_ATTRIBUTE));
   }
 
   private static String name(Identity identity) {

@@ -84,7 +84,8 @@ final class LocalHandshake implements StreamObserver<HandshakerReq> {
   /** Peer bytes received and not yet a whole message. */
   private ByteString pending = ByteString.EMPTY;
 
-  LocalHandshake(StreamObserver<HandshakerResp> out, Identity defaultIdentity, byte[] deploymentKey) {
+  LocalHandshake(
+      StreamObserver<HandshakerResp> out, Identity defaultIdentity, byte[] deploymentKey) {
     this.out = out;
     this.defaultIdentity = defaultIdentity;
     this.deploymentKey = deploymentKey;
@@ -158,7 +159,8 @@ final class LocalHandshake implements StreamObserver<HandshakerReq> {
       throw new Refusal(Status.Code.INVALID_ARGUMENT,
           "server_start has no ALTS handshake parameters");
     }
-    identity = params.getLocalIdentitiesCount() > 0 ? params.getLocalIdentities(0) : defaultIdentity;
+    identity =
+        params.getLocalIdentitiesCount() > 0 ? params.getLocalIdentities(0) : defaultIdentity;
     recordProtocols = params.getRecordProtocolsList();
     maxFrameSize = start.getMaxFrameSize();
     rpcVersions = start.getRpcVersions();
@@ -282,7 +284,8 @@ final class LocalHandshake implements StreamObserver<HandshakerReq> {
   private void serverHello(byte[] message) throws Refusal, GeneralSecurityException {
     peer = parseHello(message);
     if (!peer.getRefusal().isEmpty()) {
-      throw new Refusal(Status.Code.FAILED_PRECONDITION, "the server refused: " + peer.getRefusal());
+      throw new Refusal(
+          Status.Code.FAILED_PRECONDITION, "the server refused: " + peer.getRefusal());
     }
     checkDeploymentKey();
     if (peer.getRecordProtocolsCount() != 1
@@ -290,7 +293,8 @@ final class LocalHandshake implements StreamObserver<HandshakerReq> {
       throw new Refusal(Status.Code.INVALID_ARGUMENT,
           "the server chose " + peer.getRecordProtocolsList() + ", not one of " + recordProtocols);
     }
-    if (!acceptedPeers.isEmpty() && !acceptedPeers.contains(withoutAttributes(peer.getIdentity()))) {
+    Identity claimed = withoutAttributes(peer.getIdentity());
+    if (!acceptedPeers.isEmpty() && !acceptedPeers.contains(claimed)) {
       throw new Refusal(Status.Code.PERMISSION_DENIED,
           "the server is " + describe(peer.getIdentity()) + ", not one of the accepted "
               + acceptedPeers.stream().map(LocalHandshake::describe).toList());
@@ -400,12 +404,15 @@ final class LocalHandshake implements StreamObserver<HandshakerReq> {
     out.onCompleted();
   }
 
-  /** The smaller of two frame sizes, where 0 means the end did not say. */
+  /**
+   * The smaller of two frame sizes, where 0 means the end did not say. They are uint32 on the
+   * wire: compared unsigned, so 2^32 - 1 is not taken for -1.
+   */
   private static int negotiate(int ours, int theirs) {
     if (ours == 0 || theirs == 0) {
-      return Math.max(ours, theirs);
+      return ours == 0 ? theirs : ours;
     }
-    return Math.min(ours, theirs);
+    return Integer.compareUnsigned(ours, theirs) <= 0 ? ours : theirs;
   }
 
   private static ByteString frame(byte[] message) {

@@ -42,16 +42,24 @@ import java.util.List;
  *                                                                (checks finished c) -> result
  * </pre>
  *
- * <p>Authentication. With a deployment key (the same secret bytes given to every handshaker of
- * a deployment), the key is mixed into the key schedule and each end proves it holds it by its
- * finished MAC, which the other checks before it gives out the record key: an end without the
- * key, or someone in between who runs an exchange with each end, fails the handshake. The key
- * proves membership of the deployment, not an identity: any holder may claim any name. Without a
- * key nothing is authenticated: anyone who can reach the connection can claim any identity, and
- * an active attacker on the path can read the traffic. The result says which in its peer
- * identity's attribute {@link HandshakerProtocol#AUTHENTICATION_ATTRIBUTE}, and pinless reports
- * an unauthenticated connection as {@code SecurityLevel.NONE}. Both ends must agree on having a
- * key; a handshaker with a key refuses a peer without one.
+ * <p>Authentication depends on a deployment key: the same secret bytes given to every
+ * handshaker of a deployment.
+ *
+ * <ul>
+ *   <li>With a key, the key salts the key schedule. Each end proves it holds the key by its
+ *       finished MAC, and each checks the other's before it gives out the record key. An end
+ *       without the key fails, and so does someone in between who runs an exchange with each end.
+ *       The key proves membership of the deployment, not an identity: any holder may claim any
+ *       name.
+ *   <li>Without a key nothing is authenticated. Anyone who can reach the connection can claim any
+ *       identity, and an active attacker on the path can read the traffic. pinless reports such
+ *       a connection as {@code SecurityLevel.NONE}.
+ *   <li>Both ends must agree on having a key. The client finds a mismatch in the server's hello
+ *       and fails with the reason; the server refuses the client's MAC for it.
+ * </ul>
+ *
+ * <p>The result says which in its peer identity's attribute {@link
+ * HandshakerProtocol#AUTHENTICATION_ATTRIBUTE}, whatever the peer put there.
  *
  * <p>Only {@code ALTSRP_GCM_AES128_REKEY} is offered, as by every handshaker. The frame size is
  * the smaller of the two ends' (a peer's larger one is never taken). Failures (a request out of

@@ -247,6 +247,25 @@ class LocalHandshakeTest {
     assertEquals(HandshakerProtocol.UNAUTHENTICATED, authentication(s2));
   }
 
+  /** Regression (fuzzing): a frame size of 2^32 - 1 compared as -1 won as the smaller one. */
+  @Test
+  void aClientFrameSizeAboveTwoGibibytesIsNotTakenForASmallOne() {
+    End client = new End("client-sa", null);
+    End server = new End("server-sa", null);
+    HandshakerResp c1 = client.send(HandshakerReq.newBuilder()
+        .setClientStart(StartClientHandshakeReq.newBuilder()
+            .setHandshakeSecurityProtocol(HandshakeProtocol.ALTS)
+            .addRecordProtocols(REKEY)
+            .setMaxFrameSize(-1))
+        .build());
+    HandshakerResp c2 = client.next(server.start(c1.getOutFrames()).getOutFrames());
+    assertTrue(c2.hasResult(), c2.getStatus().getDetails());
+    HandshakerResp s2 = server.next(c2.getOutFrames());
+    assertTrue(s2.hasResult(), s2.getStatus().getDetails());
+    assertEquals(131072, s2.getResult().getMaxFrameSize(), "what the server asked for");
+    assertEquals(131072, c2.getResult().getMaxFrameSize(), "what the server chose");
+  }
+
   @Test
   void aShortDeploymentKeyIsRefused() {
     IllegalArgumentException e = assertThrows(IllegalArgumentException.class,

@@ -92,7 +92,8 @@ class LocalHandshakerServiceFuzzTest {
   @FuzzTest
   void handshakeMessages(FuzzedDataProvider data) throws Exception {
     byte[] clientKey = KEYS[data.consumeInt(0, KEYS.length - 1)];
-    byte[] serverKey = data.consumeBoolean() ? KEYS[data.consumeInt(0, KEYS.length - 1)] : clientKey;
+    byte[] serverKey =
+        data.consumeBoolean() ? KEYS[data.consumeInt(0, KEYS.length - 1)] : clientKey;
     End client = new End("client-sa", clientKey);
     End server = new End("server-sa", serverKey);
     int steps = MAX_STEPS - data.consumeInt(0, MAX_STEPS - 1);

@@ -196,7 +196,8 @@ class LocalHandshakerServiceTest {
 
   /** The two results of a handshake relayed between {@code client} and {@code server} as is. */
   private static HandshakerResp[] handshake(Stream client, Stream server) throws Exception {
-    HandshakerResp s1 = server.send(serverStart(client.send(clientStart(0)).getOutFrames(), 0, REKEY));
+    HandshakerResp s1 =
+        server.send(serverStart(client.send(clientStart(0)).getOutFrames(), 0, REKEY));
     assertEquals(0, s1.getStatus().getCode(), s1.getStatus().getDetails());
     HandshakerResp c2 = client.send(next(s1.getOutFrames()));
     assertEquals(0, c2.getStatus().getCode(), c2.getStatus().getDetails());
@@ -214,7 +215,8 @@ class LocalHandshakerServiceTest {
         handshake(new Stream(toClientSide), new Stream(toServerSide))[0].getResult().getKeyData();
     ByteString second =
         handshake(new Stream(toClientSide), new Stream(toServerSide))[0].getResult().getKeyData();
-    assertFalse(first.equals(second), "ephemeral keys: " + HexFormat.of().formatHex(first.toByteArray()));
+    assertFalse(first.equals(second),
+        "ephemeral keys: " + HexFormat.of().formatHex(first.toByteArray()));
   }
 
   @Test

@@ -35,8 +35,8 @@ class LocalKeyAgreementTest {
         assertArrayEquals(clientKey, serverKey, a + " with " + b);
         assertFalse(Arrays.equals(clientKey, new byte[clientKey.length]));
         // Another transcript, another key.
-        assertFalse(Arrays.equals(clientKey,
-            keyData(client, server.publicKey(), SERVER_HELLO, CLIENT_HELLO, null)), a + " with " + b);
+        byte[] swapped = keyData(client, server.publicKey(), SERVER_HELLO, CLIENT_HELLO, null);
+        assertFalse(Arrays.equals(clientKey, swapped), a + " with " + b);
       }
     }
   }
