@@ -114,8 +114,8 @@ public final class AltsHandshakeResult {
   @Override
   public String toString() {
     return "ALTS peer " + peerServiceAccount
-        + (authenticated ? "" : " (unauthenticated: the identity is only claimed)") + " (local " + localServiceAccount + "), "
-        + recordProtocol + ", frames up to " + maxFrameSize + " bytes, peer RPC "
+        + (authenticated ? "" : " (unauthenticated: the identity is only claimed)")
+        + " (local " + localServiceAccount + "), " + recordProtocol + ", frames up to " + maxFrameSize + " bytes, peer RPC "
         + peerRpcMajor + "." + peerRpcMinor;
   }
 }
