@@ -597,11 +597,105 @@ class AltsIntegrationTest {
       try {
         StatusRuntimeException e = callFails(channel);
         assertEquals(Status.Code.UNAVAILABLE, e.getStatus().getCode(), e.getStatus().toString());
-        assertTrue(e.getStatus().getDescription().contains((String) c[1]), e.getStatus().toString());
+        assertTrue(e.getStatus().getDescription().contains((String) c[1]),
+            e.getStatus().toString());
       } finally {
         close(channel, server);
         Handshakers.stop(serverSide);
       }
+    }
+    assertTrue(peersSeen.isEmpty(), "no call reached the server");
+  }
+
+  /**
+   * A TCP proxy on loopback that replaces the X25519 public key in the first handshake message
+   * each way with random bytes, and relays everything else as it is.
+   */
+  private static final class KeyShareRewriter implements AutoCloseable {
+    private final ServerSocket listener;
+    private final List<Socket> sockets = new java.util.concurrent.CopyOnWriteArrayList<>();
+
+    KeyShareRewriter(int targetPort) throws java.io.IOException {
+      listener = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
+      Thread acceptor = new Thread(() -> {
+        try {
+          while (true) {
+            Socket client = listener.accept();
+            Socket server = new Socket(InetAddress.getLoopbackAddress(), targetPort);
+            sockets.add(client);
+            sockets.add(server);
+            pump(client, server);
+            pump(server, client);
+          }
+        } catch (java.io.IOException e) {
+          // Closed.
+        }
+      }, "key-share-rewriter");
+      acceptor.setDaemon(true);
+      acceptor.start();
+    }
+
+    int port() {
+      return listener.getLocalPort();
+    }
+
+    private static void pump(Socket from, Socket to) {
+      Thread t = new Thread(() -> {
+        try {
+          java.io.DataInputStream in = new java.io.DataInputStream(from.getInputStream());
+          java.io.DataOutputStream out = new java.io.DataOutputStream(to.getOutputStream());
+          byte[] message = new byte[in.readInt()];
+          in.readFully(message);
+          byte[] share = new byte[32];
+          new java.util.Random(message.length).nextBytes(share);
+          byte[] rewritten = io.pinless.alts.handshake.proto.LocalHello.parseFrom(message)
+              .toBuilder().setPublicKey(ByteString.copyFrom(share)).build().toByteArray();
+          out.writeInt(rewritten.length);
+          out.write(rewritten);
+          out.flush();
+          in.transferTo(out);
+        } catch (java.io.IOException e) {
+          // Either end closed.
+        } finally {
+          try {
+            from.close();
+            to.close();
+          } catch (java.io.IOException e) {
+            // Closing.
+          }
+        }
+      }, "key-share-rewriter-pump");
+      t.setDaemon(true);
+      t.start();
+    }
+
+    @Override
+    public void close() throws java.io.IOException {
+      listener.close();
+      for (Socket s : sockets) {
+        s.close();
+      }
+    }
+  }
+
+  @Test
+  void aManInTheMiddleThatRewritesTheKeySharesFailsTheHandshake() throws Exception {
+    Server server = server(pinlessServerCreds());
+    try (KeyShareRewriter proxy = new KeyShareRewriter(server.getPort())) {
+      ManagedChannel channel = Grpc.newChannelBuilder("127.0.0.1:" + proxy.port(),
+              pinlessChannelCreds("server-sa"))
+          .build();
+      try {
+        StatusRuntimeException e = callFails(channel);
+        assertEquals(Status.Code.UNAVAILABLE, e.getStatus().getCode(), e.getStatus().toString());
+        assertTrue(
+            e.getStatus().getDescription().contains("server's handshake MAC does not verify"),
+            e.getStatus().toString());
+      } finally {
+        channel.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+      }
+    } finally {
+      server.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
     }
     assertTrue(peersSeen.isEmpty(), "no call reached the server");
   }
