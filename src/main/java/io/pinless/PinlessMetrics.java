@@ -38,7 +38,12 @@ public final class PinlessMetrics {
     /** Message bytes a marshaller parsed by copying them out of the received buffers. */
     MESSAGE_BYTES_COPIED("message_bytes_copied"),
     /** Gauge: pooled bytes handed to gRPC and still held there, as the read budgets count them. */
-    TRACKED_BYTES("tracked_bytes");
+    TRACKED_BYTES("tracked_bytes"),
+    /**
+     * Bytes of zero-copy messages and payloads garbage-collected without a release. They are
+     * never freed: a view taken from the message may still read them.
+     */
+    UNRELEASED_BYTES_KEPT("unreleased_bytes_kept");
 
     private final String key;
     private final LongAdder total = new LongAdder();
