@@ -7,6 +7,8 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.grpc.Drainable;
+import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
 import io.netty.buffer.ByteBuf;
 import io.pinless.PinlessMetrics.Metric;
 import io.pinless.testing.LeakRecorder;
@@ -18,6 +20,8 @@ import java.lang.ref.WeakReference;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
@@ -100,6 +104,61 @@ class PayloadMarshallerTest {
     Payload sent = Payload.wrap(new byte[10]);
     sent.close();
     assertThrows(IllegalStateException.class, sent::close);
+  }
+
+  /**
+   * A close while another thread reads the payload's send stream frees nothing under it: the
+   * stream holds the buffers until closed. A send after that fails.
+   */
+  @Test
+  void closeWhileAnotherThreadSendsFreesOnlyAtTheStreamsClose() throws Exception {
+    byte[] bytes = TestService.message(100_000, 7);
+    List<ByteBuf> pieces = PieceStreams.retain(PieceStreams.direct(bytes, 30_000, 70_000));
+    try {
+      Payload payload = parseLikeGrpc(PieceStreams.open(pieces));
+      InputStream sending = marshaller.stream(payload);
+      CountDownLatch halfRead = new CountDownLatch(1);
+      CountDownLatch closed = new CountDownLatch(1);
+      CompletableFuture<byte[]> read =
+          CompletableFuture.supplyAsync(
+              () -> {
+                try (InputStream in = sending) {
+                  ByteArrayOutputStream out = new ByteArrayOutputStream();
+                  out.write(in.readNBytes(bytes.length / 2));
+                  halfRead.countDown();
+                  assertTrue(closed.await(60, TimeUnit.SECONDS));
+                  ((Drainable) in).drainTo(out);
+                  return out.toByteArray();
+                } catch (IOException | InterruptedException e) {
+                  throw new IllegalStateException(e);
+                }
+              });
+      assertTrue(halfRead.await(60, TimeUnit.SECONDS));
+
+      payload.close();
+      assertEquals(2, pieces.get(2).refCnt(), "the sending stream still holds the buffers");
+      closed.countDown();
+
+      assertArrayEquals(bytes, read.get(60, TimeUnit.SECONDS));
+      for (ByteBuf piece : pieces) {
+        assertEquals(1, piece.refCnt(), "freed once the stream closed");
+      }
+      StatusRuntimeException e =
+          assertThrows(StatusRuntimeException.class, () -> marshaller.stream(payload));
+      assertEquals(Status.Code.FAILED_PRECONDITION, e.getStatus().getCode());
+      assertTrue(e.getStatus().getDescription().contains("closed before gRPC serialized it"));
+    } finally {
+      PieceStreams.release(pieces);
+    }
+  }
+
+  @Test
+  void closedPayloadMadeForSendingIsNotSent() {
+    Payload payload = Payload.wrap(new byte[10]);
+    payload.close();
+    StatusRuntimeException e =
+        assertThrows(StatusRuntimeException.class, () -> marshaller.stream(payload));
+    assertEquals(Status.Code.FAILED_PRECONDITION, e.getStatus().getCode());
   }
 
   @Test

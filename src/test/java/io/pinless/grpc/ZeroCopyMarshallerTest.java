@@ -1,5 +1,6 @@
 package io.pinless.grpc;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertSame;
@@ -8,7 +9,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.google.protobuf.ByteString;
 import io.grpc.CallOptions;
+import io.grpc.Drainable;
 import io.grpc.HasByteBuffer;
+import io.grpc.KnownLength;
 import io.grpc.ManagedChannel;
 import io.grpc.Metadata;
 import io.grpc.Server;
@@ -34,6 +37,7 @@ import io.pinless.testing.ChunkService;
 import io.pinless.testing.LeakDetection;
 import io.pinless.testing.LeakRecorder;
 import java.io.ByteArrayInputStream;
+import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.lang.ref.WeakReference;
@@ -43,6 +47,8 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Iterator;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
@@ -358,6 +364,84 @@ class ZeroCopyMarshallerTest {
     chunk = null;
     PieceStreams.awaitCollected(dropped);
     return data;
+  }
+
+  /**
+   * A release while another thread reads the message's serialized stream frees nothing under it:
+   * the stream holds the buffers, staged copy included, until closed. A send after that fails.
+   */
+  @Test
+  void releaseWhileAnotherThreadSerializesFreesOnlyAtTheStreamsClose() throws Exception {
+    Chunk sent = ChunkService.chunk(6, 300_000);
+    byte[] bytes = sent.toByteArray();
+    // A 60-byte piece is staged into a pooled copy; the rest is aliased.
+    List<ByteBuf> pieces = PieceStreams.retain(PieceStreams.direct(bytes, 100_000, 100_060));
+    try {
+      Chunk chunk = parseLikeGrpc(PieceStreams.open(pieces));
+      assertTrue(marshaller.isZeroCopy(chunk));
+      InputStream serialized = marshaller.stream(chunk);
+      CountDownLatch halfRead = new CountDownLatch(1);
+      CountDownLatch released = new CountDownLatch(1);
+      CompletableFuture<byte[]> read =
+          CompletableFuture.supplyAsync(
+              () -> {
+                try (InputStream in = serialized) {
+                  ByteArrayOutputStream out = new ByteArrayOutputStream();
+                  out.write(in.readNBytes(bytes.length / 2));
+                  halfRead.countDown();
+                  assertTrue(released.await(60, TimeUnit.SECONDS));
+                  out.write(in.readAllBytes());
+                  return out.toByteArray();
+                } catch (IOException | InterruptedException e) {
+                  throw new IllegalStateException(e);
+                }
+              });
+      assertTrue(halfRead.await(60, TimeUnit.SECONDS));
+
+      marshaller.release(chunk);
+      assertFalse(marshaller.isZeroCopy(chunk));
+      assertEquals(2, pieces.get(2).refCnt(), "the reading stream still holds the buffers");
+      released.countDown();
+
+      assertArrayEquals(bytes, read.get(60, TimeUnit.SECONDS));
+      for (ByteBuf piece : pieces) {
+        assertEquals(1, piece.refCnt(), "freed once the stream closed");
+      }
+      StatusRuntimeException e =
+          assertThrows(StatusRuntimeException.class, () -> marshaller.stream(chunk));
+      assertEquals(Status.Code.FAILED_PRECONDITION, e.getStatus().getCode());
+      assertTrue(e.getStatus().getDescription().contains("released before gRPC serialized it"));
+    } finally {
+      PieceStreams.release(pieces);
+    }
+  }
+
+  /** The serialized stream drains the message's bytes and gives back its hold once closed. */
+  @Test
+  void serializedStreamDrainsAndClosesOnce() throws Exception {
+    byte[] bytes = ChunkService.chunk(2, 50_000).toByteArray();
+    List<ByteBuf> pieces = PieceStreams.retain(PieceStreams.direct(bytes, 25_000));
+    try {
+      Chunk chunk = parseLikeGrpc(PieceStreams.open(pieces));
+      InputStream serialized = marshaller.stream(chunk);
+      assertTrue(serialized instanceof KnownLength && serialized instanceof Drainable);
+      assertEquals(bytes.length, serialized.available());
+      ByteArrayOutputStream out = new ByteArrayOutputStream();
+      assertEquals(bytes.length, ((Drainable) serialized).drainTo(out));
+      assertArrayEquals(bytes, out.toByteArray());
+      marshaller.release(chunk);
+      assertEquals(2, pieces.get(0).refCnt());
+
+      serialized.close();
+      serialized.close();
+
+      assertEquals(-1, serialized.read());
+      for (ByteBuf piece : pieces) {
+        assertEquals(1, piece.refCnt());
+      }
+    } finally {
+      PieceStreams.release(pieces);
+    }
   }
 
   @Test
