@@ -69,6 +69,18 @@ final class PieceStreams {
   }
 
   /**
+   * Like {@link #open(List)}, piece {@code i} offering an NIO buffer when {@code byteBuffers[i]}.
+   * Owned, as there.
+   */
+  static InputStream open(List<ByteBuf> pieces, boolean[] byteBuffers) {
+    CompositeReadableBuffer composite = new CompositeReadableBuffer();
+    for (int i = 0; i < pieces.size(); i++) {
+      composite.addBuffer(new Piece(pieces.get(i), byteBuffers[i]));
+    }
+    return ReadableBuffers.openStream(composite, true);
+  }
+
+  /**
    * A stream over {@code head}, pieces that offer NIO buffers or not, then {@code tail}, which
    * does. Owned, as {@link #open(List)}.
    */
