@@ -44,6 +44,11 @@ final class ReceivedBuffers {
   /** The first read of a part without NIO buffers; each further read of it doubles, up to 64 KiB. */
   private static final int FIRST_COPY_BYTES = 256;
   private static final int LARGEST_COPY_BYTES = 65536;
+  /**
+   * Empty pieces stepped over in one message before the stream counts as stuck: far above the
+   * empty DATA frames Netty lets a peer send in a row.
+   */
+  private static final int MAX_EMPTY_PIECES = 1 << 16;
   private static final Logger LOG = Logger.getLogger(ReceivedBuffers.class.getName());
   /** Set once the first abandoned message is logged. */
   private static final AtomicBoolean ABANDON_LOGGED = new AtomicBoolean();
@@ -119,6 +124,7 @@ final class ReceivedBuffers {
     List<ByteBuffer> views = new ArrayList<>();
     int left = size;
     int copyBytes = FIRST_COPY_BYTES;
+    int emptyPieces = 0;
     while (left > 0) {
       ByteBuffer piece;
       try {
@@ -138,6 +144,11 @@ final class ReceivedBuffers {
         continue;
       }
       copyBytes = FIRST_COPY_BYTES;
+      if (piece != null && !piece.hasRemaining() && emptyPieces++ < MAX_EMPTY_PIECES) {
+        // An empty piece (a peer's empty DATA frame): a skip of nothing steps over it.
+        in.skip(0);
+        continue;
+      }
       if (piece == null || !piece.hasRemaining()) {
         throw new IllegalStateException(
             "detached stream gave no buffer with " + left + " of " + size + " bytes left");

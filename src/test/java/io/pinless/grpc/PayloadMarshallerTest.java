@@ -161,6 +161,29 @@ class PayloadMarshallerTest {
     assertEquals(Status.Code.FAILED_PRECONDITION, e.getStatus().getCode());
   }
 
+  /**
+   * An empty piece inside a message (a peer's empty DATA frame) is stepped over. Found by
+   * PayloadMarshallerFuzzTest: the parse failed with "detached stream gave no buffer".
+   */
+  @Test
+  void emptyPieceInsideAMessageIsSteppedOver() throws IOException {
+    byte[] bytes = TestService.message(50_000, 12);
+    List<ByteBuf> pieces =
+        PieceStreams.retain(PieceStreams.direct(bytes, 20_000, 20_000, 30_000));
+    try {
+      Payload payload = parseLikeGrpc(PieceStreams.open(pieces));
+
+      assertTrue(payload.isZeroCopy());
+      assertArrayEquals(bytes, concat(payload.buffers()));
+      payload.close();
+      for (ByteBuf piece : pieces) {
+        assertEquals(1, piece.refCnt());
+      }
+    } finally {
+      PieceStreams.release(pieces);
+    }
+  }
+
   @Test
   void plainStreamIsCopiedIntoOneHeapBuffer() throws IOException {
     byte[] bytes = TestService.message(50_000, 9);

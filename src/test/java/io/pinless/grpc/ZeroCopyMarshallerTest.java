@@ -110,6 +110,23 @@ class ZeroCopyMarshallerTest {
     }
   }
 
+  /** An empty piece inside a message (a peer's empty DATA frame) is stepped over. */
+  @Test
+  void emptyPieceInsideAMessageIsSteppedOver() throws IOException {
+    Chunk sent = ChunkService.chunk(4, 50_000);
+    byte[] bytes = sent.toByteArray();
+    List<ByteBuf> pieces = PieceStreams.retain(PieceStreams.direct(bytes, 20_000, 20_000));
+    try {
+      Chunk chunk = parseLikeGrpc(PieceStreams.open(pieces));
+
+      assertEquals(sent, chunk);
+      assertTrue(marshaller.isZeroCopy(chunk));
+      releaseAndCheckReturned(chunk, pieces);
+    } finally {
+      PieceStreams.release(pieces);
+    }
+  }
+
   @Test
   void secondReleaseThrows() throws IOException {
     byte[] bytes = ChunkService.chunk(0, 4096).toByteArray();
