@@ -21,8 +21,9 @@ import java.util.List;
  * (transparent, or by a retry policy) serializes it again after {@code sendMessage} returned. So a
  * forwarded payload must stay open until the call it was sent on closes. Close it in the call's
  * {@code onClose}, or install {@link #keepSentUntilClose()} on the channel and close it whenever
- * done. A closed payload is never sent: {@link #stream} throws. On a retry grpc-core does not turn
- * that into the call's status, and the call waits for its deadline.
+ * done. A closed payload is never sent: {@link #stream} throws. That fails a first attempt
+ * cleanly. A retry's replay cannot report it: grpc-core leaves the call open, and not even a
+ * cancel closes it until the transport does.
  *
  * <p>A received payload is zero-copy when gRPC's message stream is {@link KnownLength},
  * {@link io.grpc.HasByteBuffer} and {@link io.grpc.Detachable} with its pieces in NIO buffers
@@ -116,9 +117,9 @@ public final class PayloadMarshaller implements MethodDescriptor.Marshaller<Payl
       current = buffers.size();
       left = 0;
       if (held != null) {
-        ReceivedBuffers buffers = held;
+        ReceivedBuffers hold = held;
         held = null;
-        buffers.unhold();
+        hold.unhold();
       }
     }
 

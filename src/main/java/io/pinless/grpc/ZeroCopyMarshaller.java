@@ -63,8 +63,9 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * policy) serializes it again after {@code sendMessage} returned. Keep a sent message unreleased
  * until its call closes, or install {@link #keepSentUntilClose()} on the channel, which does
  * that for the application. A released message is never serialized: {@link #stream} throws
- * {@link io.grpc.StatusRuntimeException} with {@link Status#FAILED_PRECONDITION}. On a retry
- * grpc-core does not turn that into the call's status, and the call waits for its deadline.
+ * {@link io.grpc.StatusRuntimeException} with {@link Status#FAILED_PRECONDITION}. That fails a
+ * first attempt cleanly. A retry's replay cannot report it: grpc-core leaves the call open, and
+ * not even a cancel closes it until the transport does.
  *
  * <p>The zero-copy path needs gRPC's message stream to be {@link KnownLength},
  * {@link io.grpc.HasByteBuffer} and {@link io.grpc.Detachable} with its pieces in NIO buffers
