@@ -51,10 +51,11 @@ final class SentMessageHolds implements ClientInterceptor {
           new SimpleForwardingClientCallListener<A>(listener) {
             @Override
             public void onClose(Status status, Metadata trailers) {
+              // Dropped first: the application may free or check the buffers in its onClose.
               try {
-                super.onClose(status, trailers);
-              } finally {
                 dropAll();
+              } finally {
+                super.onClose(status, trailers);
               }
             }
           },
