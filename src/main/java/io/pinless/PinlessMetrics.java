@@ -43,7 +43,12 @@ public final class PinlessMetrics {
      * Times ALTS crypto fell back to a slower provider: Conscrypt did not load, or its native
      * AES-GCM calls did not load or failed their self-test. The first is also logged.
      */
-    ALTS_CRYPTO_FALLBACKS("alts_crypto_fallbacks");
+    ALTS_CRYPTO_FALLBACKS("alts_crypto_fallbacks"),
+    /**
+     * Bytes of zero-copy messages and payloads garbage-collected without a release. They are
+     * never freed: a view taken from the message may still read them.
+     */
+    UNRELEASED_BYTES_KEPT("unreleased_bytes_kept");
 
     private final String key;
     private final LongAdder total = new LongAdder();

@@ -2,6 +2,7 @@ package io.pinless.grpc;
 
 import static java.util.Objects.requireNonNull;
 
+import io.grpc.Status;
 import io.netty.util.ResourceLeakDetector;
 import io.netty.util.ResourceLeakDetectorFactory;
 import io.netty.util.ResourceLeakTracker;
@@ -25,9 +26,16 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * by copying, owns nothing, and its close only marks it closed. Closing twice throws
  * {@link IllegalStateException}.
  *
+ * <p>Sending: gRPC serializes a payload once per attempt of its call, and a retry does so after
+ * {@code sendMessage} returned. Keep a sent payload open until its call closes, or install
+ * {@link PayloadMarshaller#keepSentUntilClose()} on the channel. A closed payload is never sent:
+ * the marshaller refuses it.
+ *
  * <p>Memory: a received zero-copy payload holds its message's buffers (on pinless connections
- * pooled direct buffers) until closed. One never closed is reported by Netty's leak detector and
- * its buffers are freed once it is garbage-collected and another payload is received.
+ * pooled direct buffers) until closed, and while gRPC serializes it. One never closed is reported
+ * by Netty's leak detector and, once garbage-collected, logged and counted in
+ * {@link io.pinless.PinlessMetrics}. Its buffers are then never freed, since a view taken from it
+ * may outlive it.
  *
  * <p>Thread safety: every method may be called from any thread.
  */
@@ -109,11 +117,34 @@ public final class Payload implements AutoCloseable {
   }
 
   /**
-   * Writable duplicates of the buffers, for the marshaller to send from arrays directly. Borrowed,
-   * like {@link #buffers()}.
+   * Takes a hold for sending: the received buffers of a zero-copy payload stay valid until it is
+   * dropped, even if the payload is closed meanwhile. Returns them (caller must
+   * {@link ReceivedBuffers#unhold}), or null for a payload that owns none. Throws
+   * {@link io.grpc.StatusRuntimeException} with {@link Status#FAILED_PRECONDITION} once closed
+   * and, for a zero-copy payload, no other hold keeps its buffers.
+   */
+  ReceivedBuffers holdForSending() {
+    boolean valid = unclosed == null ? !closed.get() : unclosed.received.hold();
+    if (!valid) {
+      throw Status.FAILED_PRECONDITION
+          .withDescription(
+              "payload of " + size + " bytes closed before gRPC serialized it; keep a sent"
+                  + " payload open until its call closes")
+          .asRuntimeException();
+    }
+    return unclosed == null ? null : unclosed.received;
+  }
+
+  /** The received buffers this payload owns, or null when it owns none. */
+  ReceivedBuffers received() {
+    return unclosed == null ? null : unclosed.received;
+  }
+
+  /**
+   * Writable duplicates of the buffers, for the marshaller to send from arrays directly. Borrowed:
+   * valid while the payload is open or a {@linkplain #holdForSending hold} is kept.
    */
   List<ByteBuffer> duplicates() {
-    checkOpen();
     List<ByteBuffer> copies = new ArrayList<>(buffers.size());
     for (ByteBuffer b : buffers) {
       copies.add(b.duplicate());
@@ -155,13 +186,16 @@ public final class Payload implements AutoCloseable {
     }
   }
 
-  /** Frees the buffers of payloads collected without a close. */
+  /**
+   * Forgets payloads collected without a close. Their buffers are kept for good: a buffer taken
+   * from {@link #buffers()} may outlive the payload.
+   */
   private static void purge() {
     Reference<? extends Payload> ref;
     while ((ref = COLLECTED.poll()) != null) {
       Unclosed u = (Unclosed) ref;
       if (UNCLOSED.remove(u)) {
-        u.received.release();
+        u.received.abandon("a zero-copy Payload");
       }
     }
   }

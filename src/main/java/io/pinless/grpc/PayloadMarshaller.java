@@ -1,5 +1,6 @@
 package io.pinless.grpc;
 
+import io.grpc.ClientInterceptor;
 import io.grpc.Drainable;
 import io.grpc.KnownLength;
 import io.grpc.MethodDescriptor;
@@ -14,7 +15,15 @@ import java.util.List;
 /**
  * A marshaller of raw message bytes: a received {@link Payload} gives the application views of
  * the buffers the message arrived in, with no copy and no parsing. Use it for methods whose
- * messages the application forwards or stores as they are.
+ * messages the application stores or forwards as they are.
+ *
+ * <p>Forwarding: gRPC serializes a sent payload once per attempt of its call, and a retry
+ * (transparent, or by a retry policy) serializes it again after {@code sendMessage} returned. So a
+ * forwarded payload must stay open until the call it was sent on closes. Close it in the call's
+ * {@code onClose}, or install {@link #keepSentUntilClose()} on the channel and close it whenever
+ * done. A closed payload is never sent: {@link #stream} throws. That fails a first attempt
+ * cleanly. A retry's replay cannot report it: grpc-core leaves the call open, and not even a
+ * cancel closes it until the transport does.
  *
  * <p>A received payload is zero-copy when gRPC's message stream is {@link KnownLength},
  * {@link io.grpc.HasByteBuffer} and {@link io.grpc.Detachable} with its pieces in NIO buffers
@@ -32,12 +41,24 @@ public final class PayloadMarshaller implements MethodDescriptor.Marshaller<Payl
   private PayloadMarshaller() {}
 
   /**
-   * The bytes of {@code payload} for gRPC to send; it reads them before {@code sendMessage}
-   * returns, so the payload may be closed then.
+   * The bytes of {@code payload} for gRPC to send. gRPC calls this once per attempt of the call.
+   * A zero-copy payload keeps its buffers until gRPC closes the stream, even if closed meanwhile.
+   * Throws {@link io.grpc.StatusRuntimeException} with {@link io.grpc.Status#FAILED_PRECONDITION}
+   * for a closed payload.
    */
   @Override
   public InputStream stream(Payload payload) {
-    return new PayloadStream(payload.duplicates(), payload.size());
+    ReceivedBuffers held = payload.holdForSending();
+    return new PayloadStream(payload.duplicates(), payload.size(), held);
+  }
+
+  /**
+   * A client interceptor that keeps each zero-copy payload sent on a call from being freed until
+   * the call closes, so that a retry re-sends the same bytes. The payload's close still counts:
+   * its buffers are freed at the later of the close and the call's close.
+   */
+  public ClientInterceptor keepSentUntilClose() {
+    return new SentMessageHolds(m -> m instanceof Payload ? ((Payload) m).received() : null);
   }
 
   /** A payload of the received message in {@code stream}; the caller must close it. */
@@ -81,10 +102,25 @@ public final class PayloadMarshaller implements MethodDescriptor.Marshaller<Payl
     private int current;
     /** Bytes left over all buffers. */
     private long left;
+    /** The payload's received buffers, held until the first close; null when it owns none. */
+    private ReceivedBuffers held;
 
-    PayloadStream(List<ByteBuffer> buffers, long size) {
+    PayloadStream(List<ByteBuffer> buffers, long size, ReceivedBuffers held) {
       this.buffers = buffers;
       this.left = size;
+      this.held = held;
+    }
+
+    /** Drops the hold on the payload's buffers; reads after it see the end of the stream. */
+    @Override
+    public void close() {
+      current = buffers.size();
+      left = 0;
+      if (held != null) {
+        ReceivedBuffers hold = held;
+        held = null;
+        hold.unhold();
+      }
     }
 
     /** The first buffer with bytes left, or null at the end. */

@@ -3,6 +3,8 @@ package io.pinless.grpc;
 import io.grpc.Detachable;
 import io.grpc.HasByteBuffer;
 import io.grpc.KnownLength;
+import io.netty.buffer.ByteBuf;
+import io.pinless.PinlessMetrics.Metric;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
@@ -11,6 +13,8 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.logging.Logger;
 
 /**
  * The buffers of one received gRPC message, detached from the stream gRPC hands a marshaller so
@@ -18,9 +22,12 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * detached stream it leaves behind owns every piece of the message, and this class owns the
  * detached stream.
  *
- * <p>Ownership: the pieces belong to the detached stream until {@link #release()} closes it,
- * exactly once. The {@link ByteBuffer} views of {@link #pieces()} are valid until then. After it
- * the memory behind them goes back to its pool and may hold another message.
+ * <p>Ownership: the pieces belong to the detached stream, and this class closes it once the last
+ * hold is dropped. The owner's {@link #release()} drops the first hold. A sender reading the
+ * bytes takes one more with {@link #hold()} and drops it with {@link #unhold()}, so a release
+ * that races a send frees nothing under it. The {@link ByteBuffer} views of {@link #pieces()} are
+ * valid while any hold is left. After that the memory behind them goes back to its pool and may
+ * hold another message. An {@linkplain #attach attached} buffer is freed with the pieces.
  *
  * <p>gRPC copies runs of small pieces into heap arrays that offer no NIO buffer (grpc-core's
  * {@code CompositeReadableBuffer}). Such parts are read into heap arrays of their own, copied and
@@ -29,7 +36,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * #aliasable()} is false) and is read whole from {@link #stream()}.
  *
  * <p>Memory: holds the whole message (on pinless connections, pooled direct buffers) plus the
- * list of views, until released.
+ * list of views, until the owner released and no sender reads them.
  */
 final class ReceivedBuffers {
   /** A message with more than 1/this of its bytes in parts without NIO buffers is copied whole. */
@@ -37,6 +44,14 @@ final class ReceivedBuffers {
   /** The first read of a part without NIO buffers; each further read of it doubles, up to 64 KiB. */
   private static final int FIRST_COPY_BYTES = 256;
   private static final int LARGEST_COPY_BYTES = 65536;
+  /**
+   * Empty pieces stepped over in one message before the stream counts as stuck: far above the
+   * empty DATA frames Netty lets a peer send in a row.
+   */
+  private static final int MAX_EMPTY_PIECES = 1 << 16;
+  private static final Logger LOG = Logger.getLogger(ReceivedBuffers.class.getName());
+  /** Set once the first abandoned message is logged. */
+  private static final AtomicBoolean ABANDON_LOGGED = new AtomicBoolean();
 
   /** Owns the pieces; closing it releases them. Read position at the start of the message. */
   private final InputStream detached;
@@ -49,8 +64,12 @@ final class ReceivedBuffers {
   private final int size;
   /** Message bytes read into heap copies: those of parts without NIO buffers. */
   private int copied;
-  /** Set by the first release. */
+  /** Set by the owner's first release. */
   private final AtomicBoolean released = new AtomicBoolean();
+  /** Holds on the pieces: the owner's until it releases, plus one per reading sender. */
+  private final AtomicInteger holds = new AtomicInteger(1);
+  /** Freed with the pieces, or null; owned. */
+  private volatile ByteBuf attached;
 
   private ReceivedBuffers(InputStream detached, int size) throws IOException {
     this.detached = detached;
@@ -105,6 +124,7 @@ final class ReceivedBuffers {
     List<ByteBuffer> views = new ArrayList<>();
     int left = size;
     int copyBytes = FIRST_COPY_BYTES;
+    int emptyPieces = 0;
     while (left > 0) {
       ByteBuffer piece;
       try {
@@ -124,6 +144,11 @@ final class ReceivedBuffers {
         continue;
       }
       copyBytes = FIRST_COPY_BYTES;
+      if (piece != null && !piece.hasRemaining() && emptyPieces++ < MAX_EMPTY_PIECES) {
+        // An empty piece (a peer's empty DATA frame): a skip of nothing steps over it.
+        in.skip(0);
+        continue;
+      }
       if (piece == null || !piece.hasRemaining()) {
         throw new IllegalStateException(
             "detached stream gave no buffer with " + left + " of " + size + " bytes left");
@@ -173,25 +198,86 @@ final class ReceivedBuffers {
     return size;
   }
 
-  /** Whether {@link #release()} has not run yet. */
+  /**
+   * Makes this own {@code buffer}, freed with the pieces. Owned: released once the last hold is
+   * dropped. Called at most once, before the buffers are handed on.
+   */
+  void attach(ByteBuf buffer) {
+    this.attached = buffer;
+  }
+
+  /** Whether the owner has not released yet. */
   boolean held() {
     return !released.get();
   }
 
   /**
-   * Closes the detached stream, which releases every piece. Returns false, doing nothing, when
-   * already released.
+   * The owner's release: drops its hold, which frees the pieces unless a sender still reads them.
+   * Returns false, doing nothing, when already released.
    */
   boolean release() {
     if (!released.compareAndSet(false, true)) {
       return false;
     }
+    unhold();
+    return true;
+  }
+
+  /**
+   * Takes a hold for a sender that reads the pieces, keeping them valid until {@link #unhold()}.
+   * Returns false, taking nothing, once the pieces are freed.
+   */
+  boolean hold() {
+    while (true) {
+      int n = holds.get();
+      if (n == 0) {
+        return false;
+      }
+      if (holds.compareAndSet(n, n + 1)) {
+        return true;
+      }
+    }
+  }
+
+  /** Drops a hold; the last one closes the detached stream, which releases every piece. */
+  void unhold() {
+    int left = holds.decrementAndGet();
+    if (left > 0) {
+      return;
+    }
+    if (left < 0) {
+      throw new IllegalStateException("hold dropped twice on a " + size + "-byte message");
+    }
+    ByteBuf buffer = attached;
     try {
       detached.close();
     } catch (IOException e) {
       throw new UncheckedIOException("closing the detached message stream", e);
+    } finally {
+      if (buffer != null) {
+        buffer.release();
+      }
     }
-    return true;
+  }
+
+  /**
+   * For an owner collected without a release: keeps the pieces for good, since views taken from
+   * the owner may still read them. Counts them and logs the first time in the process.
+   */
+  void abandon(String owner) {
+    if (!held()) {
+      return;
+    }
+    ByteBuf buffer = attached;
+    long bytes = size + (buffer == null ? 0 : buffer.capacity());
+    Metric.UNRELEASED_BYTES_KEPT.add(bytes);
+    if (ABANDON_LOGGED.compareAndSet(false, true)) {
+      LOG.warning(
+          owner + " was garbage-collected unreleased: its " + bytes + " bytes of received"
+              + " buffers are kept, never freed, as views of them may still be in use. Release"
+              + " every zero-copy message (ZeroCopyMarshaller.release, Payload.close). Counted in"
+              + " PinlessMetrics " + Metric.UNRELEASED_BYTES_KEPT.key() + "; logged once.");
+    }
   }
 
   private static void closeSuppressing(InputStream in, Throwable failure) {

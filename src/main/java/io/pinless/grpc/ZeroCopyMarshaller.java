@@ -9,6 +9,8 @@ import com.google.protobuf.InvalidProtocolBufferException;
 import com.google.protobuf.MessageLite;
 import com.google.protobuf.Parser;
 import com.google.protobuf.UnsafeByteOperations;
+import io.grpc.ClientInterceptor;
+import io.grpc.Drainable;
 import io.grpc.KnownLength;
 import io.grpc.MethodDescriptor;
 import io.grpc.Status;
@@ -22,6 +24,7 @@ import io.pinless.PinlessMetrics.Metric;
 import java.io.FilterInputStream;
 import java.io.IOException;
 import java.io.InputStream;
+import java.io.OutputStream;
 import java.io.UncheckedIOException;
 import java.lang.ref.Reference;
 import java.lang.ref.ReferenceQueue;
@@ -30,6 +33,7 @@ import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * A protobuf marshaller whose received messages alias the buffers they arrived in: a
@@ -48,9 +52,20 @@ import java.util.concurrent.ConcurrentHashMap;
  *
  * <p>Ownership: a message parsed on the zero-copy path owns the buffers of its bytes until
  * {@link #release} (or closing its {@link #lease}). After that its {@code bytes} fields read
- * memory that may hold another message: the application must not touch the message again. A
- * message never released is reported by Netty's leak detector and its buffers are freed once it
- * is garbage-collected and this marshaller next runs.
+ * memory that may hold another message: the application must not touch the message again, nor
+ * any {@code ByteString} or buffer taken from it. A message never released is reported by
+ * Netty's leak detector and, once garbage-collected, logged and counted in
+ * {@link io.pinless.PinlessMetrics}. Its buffers are then never freed, since a view taken from it
+ * may outlive it.
+ *
+ * <p>Sending: a zero-copy message may be sent on another call with a {@code ZeroCopyMarshaller}
+ * of its type. gRPC serializes it once per attempt, and a retry (transparent, or by a retry
+ * policy) serializes it again after {@code sendMessage} returned. Keep a sent message unreleased
+ * until its call closes, or install {@link #keepSentUntilClose()} on the channel, which does
+ * that for the application. A released message is never serialized: {@link #stream} throws
+ * {@link io.grpc.StatusRuntimeException} with {@link Status#FAILED_PRECONDITION}. That fails a
+ * first attempt cleanly. A retry's replay cannot report it: grpc-core leaves the call open, and
+ * not even a cancel closes it until the transport does.
  *
  * <p>The zero-copy path needs gRPC's message stream to be {@link KnownLength},
  * {@link io.grpc.HasByteBuffer} and {@link io.grpc.Detachable} with its pieces in NIO buffers
@@ -73,7 +88,8 @@ import java.util.concurrent.ConcurrentHashMap;
  *
  * <p>Memory: per unreleased message, its received buffers, the staging buffer if any, and one
  * map entry. A released message keeps a small entry, so that a second release fails, until it is
- * garbage-collected.
+ * garbage-collected. A message being serialized keeps its buffers until gRPC closes the stream
+ * {@link #stream} returned, even when released meanwhile.
  *
  * <p>Thread safety: every method may be called from any thread.
  */
@@ -83,6 +99,13 @@ public final class ZeroCopyMarshaller<T extends MessageLite>
   static final int MIN_ALIASED_PIECE = 128;
 
   private static final ResourceLeakDetector<Object> LEAKS = leakDetector();
+  /**
+   * Zero-copy messages not yet collected, released or not, by message identity: shared by every
+   * marshaller, so that any of them sends or releases a message another one parsed.
+   */
+  private static final ConcurrentHashMap<MessageKey, Held> HELD = new ConcurrentHashMap<>();
+  /** Where the keys of collected messages arrive. */
+  private static final ReferenceQueue<Object> COLLECTED = new ReferenceQueue<>();
 
   /** The message type's default instance: the prototype and the parse of an empty message. */
   private final T prototype;
@@ -90,10 +113,6 @@ public final class ZeroCopyMarshaller<T extends MessageLite>
   private final Parser<T> parser;
   /** Sends, and parses what cannot be aliased. */
   private final MethodDescriptor.Marshaller<T> copying;
-  /** Zero-copy messages not yet collected, released or not, by message identity. */
-  private final ConcurrentHashMap<MessageKey, Held> held = new ConcurrentHashMap<>();
-  /** Where the keys of collected messages arrive. */
-  private final ReferenceQueue<Object> collected = new ReferenceQueue<>();
 
   private ZeroCopyMarshaller(T prototype) {
     this.prototype = prototype;
@@ -108,10 +127,45 @@ public final class ZeroCopyMarshaller<T extends MessageLite>
     return new ZeroCopyMarshaller<>(requireNonNull(defaultInstance, "defaultInstance"));
   }
 
-  /** Serializes {@code message} for sending, as {@link ProtoLiteUtils#marshaller} does. */
+  /**
+   * Serializes {@code message} for sending, as {@link ProtoLiteUtils#marshaller} does. A zero-copy
+   * message keeps its buffers until the stream returned is closed, even if released meanwhile.
+   * Throws {@link io.grpc.StatusRuntimeException} with {@link Status#FAILED_PRECONDITION} for a
+   * released message: its buffers may hold another message's bytes.
+   */
   @Override
   public InputStream stream(T message) {
-    return copying.stream(message);
+    requireNonNull(message, "message");
+    Held h = HELD.get(new MessageKey(message, null));
+    if (h == null) {
+      return copying.stream(message);
+    }
+    if (!h.buffers.hold()) {
+      throw Status.FAILED_PRECONDITION
+          .withDescription(
+              "zero-copy message of " + message.getClass().getName() + " released before gRPC"
+                  + " serialized it; keep a sent message unreleased until its call closes")
+          .asRuntimeException();
+    }
+    try {
+      return new HeldStream(copying.stream(message), h.buffers);
+    } catch (RuntimeException | Error e) {
+      h.buffers.unhold();
+      throw e;
+    }
+  }
+
+  /**
+   * A client interceptor that keeps each zero-copy message sent on a call from being freed until
+   * the call closes, so that a retry re-sends the same bytes. The application's release still
+   * counts: the buffers are freed at the later of the release and the call's close.
+   */
+  public ClientInterceptor keepSentUntilClose() {
+    return new SentMessageHolds(
+        message -> {
+          Held h = HELD.get(new MessageKey(message, null));
+          return h == null ? null : h.buffers;
+        });
   }
 
   /**
@@ -146,15 +200,15 @@ public final class ZeroCopyMarshaller<T extends MessageLite>
       staging = stage(buffers.pieces());
       T message = parseAliased(buffers, staging);
       if (buffers.held()) {
-        Held h = new Held(buffers, staging, LEAKS.track(message));
-        held.put(new MessageKey(message, collected), h);
+        if (staging != null) {
+          buffers.attach(staging);
+          staging = null;
+        }
+        HELD.put(new MessageKey(message, COLLECTED), new Held(buffers, LEAKS.track(message)));
       }
       return message;
     } catch (RuntimeException | Error e) {
-      buffers.release();
-      if (staging != null) {
-        staging.release();
-      }
+      release(buffers, staging);
       throw e;
     }
   }
@@ -293,7 +347,7 @@ public final class ZeroCopyMarshaller<T extends MessageLite>
   public void release(T message) {
     requireNonNull(message, "message");
     purge();
-    Held h = held.get(new MessageKey(message, null));
+    Held h = HELD.get(new MessageKey(message, null));
     if (h != null) {
       h.release(message);
     }
@@ -309,17 +363,20 @@ public final class ZeroCopyMarshaller<T extends MessageLite>
   public boolean isZeroCopy(T message) {
     requireNonNull(message, "message");
     purge();
-    Held h = held.get(new MessageKey(message, null));
+    Held h = HELD.get(new MessageKey(message, null));
     return h != null && h.buffers.held();
   }
 
-  /** Frees the buffers of messages collected without a release, and forgets released ones. */
-  private void purge() {
+  /**
+   * Forgets collected messages. The buffers of one collected without a release are kept for good:
+   * a {@code ByteString} or buffer taken from it may outlive it.
+   */
+  private static void purge() {
     Reference<?> key;
-    while ((key = collected.poll()) != null) {
-      Held h = held.remove(key);
+    while ((key = COLLECTED.poll()) != null) {
+      Held h = HELD.remove(key);
       if (h != null) {
-        h.releaseCollected();
+        h.buffers.abandon("a zero-copy message");
       }
     }
   }
@@ -336,16 +393,13 @@ public final class ZeroCopyMarshaller<T extends MessageLite>
 
   /** What one zero-copy message holds. */
   private static final class Held {
-    /** The message's received pieces. */
+    /** The message's received pieces, with the staging buffer attached if any. */
     final ReceivedBuffers buffers;
-    /** Copies of the pieces that could not be aliased, or null; owned. */
-    private final ByteBuf staging;
     /** Reports the message if it is collected unreleased; null when not sampled. */
     private final ResourceLeakTracker<Object> leak;
 
-    Held(ReceivedBuffers buffers, ByteBuf staging, ResourceLeakTracker<Object> leak) {
+    Held(ReceivedBuffers buffers, ResourceLeakTracker<Object> leak) {
       this.buffers = buffers;
-      this.staging = staging;
       this.leak = leak;
     }
 
@@ -354,18 +408,58 @@ public final class ZeroCopyMarshaller<T extends MessageLite>
         throw new IllegalStateException(
             "message of " + message.getClass().getName() + " released twice");
       }
-      if (staging != null) {
-        staging.release();
-      }
       if (leak != null) {
         leak.close(message);
       }
     }
+  }
 
-    /** Frees what a message collected without a release held; the detector reports it. */
-    void releaseCollected() {
-      if (buffers.release() && staging != null) {
-        staging.release();
+  /**
+   * The serialized form of a zero-copy message: keeps the message's buffers held until closed.
+   * Reads after the close see the end of the stream.
+   */
+  private static final class HeldStream extends FilterInputStream
+      implements KnownLength, Drainable {
+    /** Held until the first close. */
+    private final ReceivedBuffers buffers;
+    /** Set by the first close. */
+    private final AtomicBoolean closed = new AtomicBoolean();
+
+    HeldStream(InputStream serialized, ReceivedBuffers buffers) {
+      super(serialized);
+      this.buffers = buffers;
+    }
+
+    @Override
+    public int read() throws IOException {
+      return closed.get() ? -1 : in.read();
+    }
+
+    @Override
+    public int read(byte[] dest, int offset, int length) throws IOException {
+      return closed.get() ? -1 : in.read(dest, offset, length);
+    }
+
+    @Override
+    public int drainTo(OutputStream target) throws IOException {
+      if (closed.get()) {
+        return 0;
+      }
+      if (in instanceof Drainable) {
+        return ((Drainable) in).drainTo(target);
+      }
+      return Math.toIntExact(in.transferTo(target));
+    }
+
+    @Override
+    public void close() throws IOException {
+      if (!closed.compareAndSet(false, true)) {
+        return;
+      }
+      try {
+        in.close();
+      } finally {
+        buffers.unhold();
       }
     }
   }

@@ -10,6 +10,9 @@ import io.netty.buffer.PooledByteBufAllocator;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
+import java.lang.ref.Reference;
+import java.lang.ref.ReferenceQueue;
+import java.lang.ref.WeakReference;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
@@ -66,6 +69,18 @@ final class PieceStreams {
   }
 
   /**
+   * Like {@link #open(List)}, piece {@code i} offering an NIO buffer when {@code byteBuffers[i]}.
+   * Owned, as there.
+   */
+  static InputStream open(List<ByteBuf> pieces, boolean[] byteBuffers) {
+    CompositeReadableBuffer composite = new CompositeReadableBuffer();
+    for (int i = 0; i < pieces.size(); i++) {
+      composite.addBuffer(new Piece(pieces.get(i), byteBuffers[i]));
+    }
+    return ReadableBuffers.openStream(composite, true);
+  }
+
+  /**
    * A stream over {@code head}, pieces that offer NIO buffers or not, then {@code tail}, which
    * does. Owned, as {@link #open(List)}.
    */
@@ -76,6 +91,41 @@ final class PieceStreams {
     }
     composite.addBuffer(new Piece(tail, true));
     return ReadableBuffers.openStream(composite, true);
+  }
+
+  /**
+   * Collects garbage until {@code ref} is cleared: the object it referred to is unreachable and
+   * collected. Waits on collection events; the bound of 600 rounds is a hang guard only.
+   */
+  static void awaitCollected(Reference<?> ref) throws InterruptedException {
+    for (int round = 0; ref.get() != null; round++) {
+      if (round == 600) {
+        throw new AssertionError("never collected: " + ref.get());
+      }
+      ReferenceQueue<Object> queue = new ReferenceQueue<>();
+      WeakReference<Object> sentinel = new WeakReference<>(new Object(), queue);
+      System.gc();
+      queue.remove(100);
+      sentinel.clear();
+    }
+  }
+
+  /**
+   * Allocates {@code count} pooled direct buffers of each of {@code sizes}, filled with
+   * {@code fill}, as other messages reusing freed memory would. Caller must release them.
+   */
+  static List<ByteBuf> churn(byte fill, int count, int... sizes) {
+    List<ByteBuf> taken = new ArrayList<>();
+    for (int i = 0; i < count; i++) {
+      for (int size : sizes) {
+        ByteBuf b = PooledByteBufAllocator.DEFAULT.directBuffer(size);
+        while (b.isWritable()) {
+          b.writeByte(fill);
+        }
+        taken.add(b);
+      }
+    }
+    return taken;
   }
 
   /** Retains every buffer once, for a test to check what a stream released. */
