@@ -84,6 +84,9 @@ public final class ConnectionWindow {
     }
     int pos = out.readerIndex();
     int end = out.writerIndex();
+    if (state == State.START && pos < end) {
+      pos = step(out, pos, end);
+    }
     if (state == State.HEADER && cutBytes == 0 && end - pos == WINDOW_UPDATE_FRAME_BYTES
         && isConnectionWindowUpdate(out, pos)) {
       long increment = out.getInt(pos + FRAME_HEADER_BYTES) & 0x7fffffffL;

@@ -81,6 +81,8 @@ public final class InboundMessages {
   private int padLeft;
   private int frameStream;
   private int frameFlags;
+  /** The current DATA frame's size, header included, while none of its data has been read. */
+  private long untouchedFrameBytes;
   /** Incomplete messages by stream; null when none. */
   private IntObjectHashMap<Message> messages;
   /** DATA bytes received, padding included: what flow control counts. */
@@ -225,9 +227,11 @@ public final class InboundMessages {
     frameStream = stream;
     frameFlags = flags;
     padLeft = 0;
+    untouchedFrameBytes = FRAME_HEADER_BYTES + length;
     Message m = messages == null ? null : messages.get(stream);
     if (m != null) {
       addFrameBytes(m, FRAME_HEADER_BYTES + length);
+      untouchedFrameBytes = 0;
     }
     if ((flags & FLAG_PADDED) != 0 && length > 0) {
       state = State.PAD_LENGTH;
@@ -255,14 +259,15 @@ public final class InboundMessages {
     Message m = messages == null ? null : messages.get(frameStream);
     if (m == null) {
       m = new Message();
-      // The frame's bytes from here on carry this message.
-      m.frameBytes = left + padLeft;
+      // The frame carries this message: all of it, or the rest after the message before.
+      m.frameBytes = untouchedFrameBytes > 0 ? untouchedFrameBytes : left + padLeft;
       if (messages == null) {
         messages = new IntObjectHashMap<>(4);
       }
       messages.put(frameStream, m);
       pendingFrameBytes += m.frameBytes;
     }
+    untouchedFrameBytes = 0;
     int n;
     if (m.prefixBytes < GRPC_PREFIX_BYTES) {
       n = 1;
