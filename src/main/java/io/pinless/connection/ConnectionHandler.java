@@ -42,7 +42,9 @@ import java.util.function.BiConsumer;
  * plaintext before it has gone on. A record cut short by the peer's close is fired before {@code
  * channelInactive}.
  *
- * <p>Memory: the handler itself holds no buffer; idle, neither does any of its stages.
+ * <p>Memory: the handler itself holds no buffer; idle, neither does any of its stages. Its frame
+ * readers hold none either: a small entry per stream with an incomplete message, and a withheld
+ * update's increment only.
  */
 public final class ConnectionHandler extends ChannelDuplexHandler {
   /**

@@ -46,7 +46,7 @@ import java.util.logging.Logger;
  * <p>Budget sweeps: after every read batch, on every flush while a read is held (gRPC flushes
  * window updates as the application consumes), and on a timer while the budget tracks anything.
  * The timer starts at {@link #SWEEP_MILLIS} and doubles up to {@link #MAX_SWEEP_MILLIS}; a held
- * read is retried every {@link #SWEEP_MILLIS}. A timer sweep that finds nothing tracked gives
+ * read, or a held peer, is retried every {@link #SWEEP_MILLIS}. A timer sweep that finds nothing tracked gives
  * back the budget's table, so a quiet connection holds none. The timer is not the event loop's:
  * a task scheduled on a loop makes every turn of it read the clock and every wait for its
  * sockets arm a kernel timer, a cost a busy download pays for as long as it runs. The timers
