@@ -34,9 +34,10 @@ import java.util.function.BiConsumer;
  * reading: the peer may send only the window it holds, and PINGs are still answered. A hold gives
  * the messages under way when it began the credit they still need, so a message already started
  * completes. Once the budget clears, the withheld credit goes out as one WINDOW_UPDATE. Reads stop
- * only when the peer sends past the window it was granted. While held, the connection holds at
- * most the budget, what incomplete messages pin (bounded by gRPC's own limits on message size and
- * streams), and {@link FrameSlicer#PIN_RATIO} times the peer's window at the hold's start.
+ * only when the peer sends past the window it was granted, or when a write was no buffer (the
+ * window is then unknown). While held, the connection holds at most the budget, what incomplete
+ * messages pin (bounded by gRPC's own limits on message size and streams), and {@link
+ * FrameSlicer#PIN_RATIO} times the peer's window at the hold's start.
  *
  * <p>Errors: a record stage's fatal error is fired as an exception and closes the channel; the
  * plaintext before it has gone on. A record cut short by the peer's close is fired before {@code
@@ -283,7 +284,8 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
 
     @Override
     public boolean peerOverdrawn() {
-      return window.tracking() && messages.dataBytes() > window.granted();
+      // Without a walk of every write the window is unknown: the budget holds reads, as before.
+      return !window.tracking() || messages.dataBytes() > window.granted();
     }
   }
 }

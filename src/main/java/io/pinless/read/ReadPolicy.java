@@ -46,12 +46,12 @@ import java.util.logging.Logger;
  * <p>Budget sweeps: after every read batch, on every flush while a read is held (gRPC flushes
  * window updates as the application consumes), and on a timer while the budget tracks anything.
  * The timer starts at {@link #SWEEP_MILLIS} and doubles up to {@link #MAX_SWEEP_MILLIS}; a held
- * read, or a held peer, is retried every {@link #SWEEP_MILLIS}. A timer sweep that finds nothing tracked gives
- * back the budget's table, so a quiet connection holds none. The timer is not the event loop's:
- * a task scheduled on a loop makes every turn of it read the clock and every wait for its
- * sockets arm a kernel timer, a cost a busy download pays for as long as it runs. The timers
- * are on one wheel for the process ({@link HashedWheelTimer}, a daemon thread ticking every
- * {@link #TICK_MILLIS} ms), and a timer that fires hands the sweep to the connection's loop.
+ * read, or a held peer, is retried every {@link #SWEEP_MILLIS}. A timer sweep that finds nothing
+ * tracked gives back the budget's table, so a quiet connection holds none. The timer is not the
+ * event loop's: a task scheduled on a loop makes every turn of it read the clock and every wait
+ * for its sockets arm a kernel timer, a cost a busy download pays for as long as it runs. The
+ * timers are on one wheel for the process ({@link HashedWheelTimer}, a daemon thread ticking
+ * every {@link #TICK_MILLIS} ms), and a timer that fires hands the sweep to the connection's loop.
  * A channel whose loop keeps a clock of its own ({@link EmbeddedChannel}, in tests) uses that
  * loop's scheduler instead, so its clock decides when sweeps fall due.
  *
@@ -107,7 +107,7 @@ public final class ReadPolicy
         new DefaultThreadFactory("pinless-sweeps", true), TICK_MILLIS, TimeUnit.MILLISECONDS, 128);
   }
 
-  /** At most one budget warning per 10 minutes in the process: a stall repeats on every connection. */
+  /** One budget warning per 10 minutes in the process at most: each connection would repeat it. */
   static final long WARNING_INTERVAL_NANOS = TimeUnit.MINUTES.toNanos(10);
   private static final Logger logger = Logger.getLogger(ReadPolicy.class.getName());
   /** When the next budget warning may be logged ({@link System#nanoTime}); 0 at first. */

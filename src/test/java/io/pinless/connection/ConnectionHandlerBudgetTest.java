@@ -79,7 +79,8 @@ class ConnectionHandlerBudgetTest {
   }
 
   private static ByteBuf windowUpdate(int stream, int increment) {
-    return frame(Unpooled.buffer(), WINDOW_UPDATE, 0, stream, Unpooled.buffer().writeInt(increment));
+    return frame(
+        Unpooled.buffer(), WINDOW_UPDATE, 0, stream, Unpooled.buffer().writeInt(increment));
   }
 
   /** One read batch of {@code in}, in a direct buffer as a socket read gives. */

@@ -227,7 +227,7 @@ class ReadBudgetIntegrationTest {
     }
   }
 
-  /** The server application: keeps every message unreleased until told, then releases as they come. */
+  /** The server application: keeps every message until told, then releases them as they come. */
   private static final class Holder {
     final AtomicInteger received = new AtomicInteger();
     private final ZeroCopyMarshaller<Chunk> chunks;

@@ -19,7 +19,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
-/** The read policy's budget holds: of the reads, or of the peer through a valve, and its warning. */
+/** The read policy's budget holds, of the reads or of the peer through a valve, and its warning. */
 class ReadPolicyTest {
   private static final Logger LOGGER = Logger.getLogger(ReadPolicy.class.getName());
 
