@@ -5,7 +5,9 @@ import io.netty.channel.ChannelDuplexHandler;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelPromise;
 import io.pinless.PinlessMetrics.Metric;
+import io.pinless.http2.ConnectionWindow;
 import io.pinless.http2.FrameSlicer;
+import io.pinless.http2.InboundMessages;
 import io.pinless.read.ReadBudget;
 import io.pinless.read.ReadPolicy;
 import java.util.function.BiConsumer;
@@ -25,11 +27,25 @@ import java.util.function.BiConsumer;
  * read buffers go to the record stage, if any, and the plaintext (or, without a record stage, the
  * read buffers themselves) to the {@link FrameSlicer}; writes go to the record stage.
  *
+ * <p>Back-pressure: with a frame slicer, the connection reads its HTTP/2 frames both ways ({@link
+ * InboundMessages} in, {@link ConnectionWindow} out) and is its {@link ReadPolicy}'s {@link
+ * ReadPolicy.Valve}. While the read budget is exceeded by more than what incomplete gRPC messages
+ * pin, it withholds the connection-level WINDOW_UPDATE frames grpc-netty writes and goes on
+ * reading: the peer may send only the window it holds, and PINGs are still answered. A hold gives
+ * the messages under way when it began the credit they still need, so a message already started
+ * completes. Once the budget clears, the withheld credit goes out as one WINDOW_UPDATE. Reads stop
+ * only when the peer sends past the window it was granted, or when a write was no buffer (the
+ * window is then unknown). While held, the connection holds at most the budget, what incomplete
+ * messages pin (bounded by gRPC's own limits on message size and streams), and {@link
+ * FrameSlicer#PIN_RATIO} times the peer's window at the hold's start.
+ *
  * <p>Errors: a record stage's fatal error is fired as an exception and closes the channel; the
  * plaintext before it has gone on. A record cut short by the peer's close is fired before {@code
  * channelInactive}.
  *
- * <p>Memory: the handler itself holds no buffer; idle, neither does any of its stages.
+ * <p>Memory: the handler itself holds no buffer; idle, neither does any of its stages. Its frame
+ * readers hold none either: a small entry per stream with an incomplete message, and a withheld
+ * update's increment only.
  */
 public final class ConnectionHandler extends ChannelDuplexHandler {
   /**
@@ -40,6 +56,12 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
       (ctx, plaintext) -> ((ConnectionHandler) ctx.handler()).plaintext(ctx, plaintext);
 
   private final ReadPolicy reads;
+  /** The gRPC messages under way, once installed with a slicer; else null. */
+  private InboundMessages messages;
+  /** The connection window this end grants, once installed with a slicer; else null. */
+  private ConnectionWindow window;
+  /** This handler's context, once added. */
+  private ChannelHandlerContext ctx;
   /** The record stage once installed, or null (plaintext, or before install). */
   private RecordStage records;
   /** The frame slicer once installed, or null (not HTTP/2, or before install). */
@@ -76,6 +98,11 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
     } else if (slicer != null) {
       reads.headroom(FrameSlicer.HEADROOM_BYTES);
     }
+    if (slicer != null) {
+      messages = new InboundMessages(reads.budget().limitBytes());
+      window = new ConnectionWindow(messages);
+      reads.valve(new Valve());
+    }
     Metric.CONNECTIONS_INSTALLED.add(1);
   }
 
@@ -86,6 +113,7 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
 
   @Override
   public void handlerAdded(ChannelHandlerContext ctx) {
+    this.ctx = ctx;
     reads.attach(ctx);
   }
 
@@ -108,6 +136,7 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
         in.release();
       }
     } else if (slicer != null && msg instanceof ByteBuf) {
+      messages.read((ByteBuf) msg);
       slicer.slice(ctx, (ByteBuf) msg);
     } else {
       ctx.fireChannelRead(msg);
@@ -117,6 +146,7 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
   /** @param plaintext owned: sliced, or handed on */
   private void plaintext(ChannelHandlerContext ctx, ByteBuf plaintext) {
     if (slicer != null) {
+      messages.read(plaintext);
       slicer.slice(ctx, plaintext);
     } else {
       ctx.fireChannelRead(plaintext);
@@ -161,9 +191,23 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
     reads.writabilityChanged();
   }
 
-  /** @param msg owned: sealed by the record stage, or written on */
+  /** @param msg owned: withheld and released here, sealed by the record stage, or written on */
   @Override
   public void write(ChannelHandlerContext ctx, Object msg, ChannelPromise promise) {
+    if (window != null) {
+      if (!(msg instanceof ByteBuf)) {
+        window.lost();
+      } else if (window.write((ByteBuf) msg)) {
+        ((ByteBuf) msg).release();
+        promise.trySuccess();
+        return;
+      }
+    }
+    writeOn(ctx, msg, promise);
+  }
+
+  /** @param msg owned: sealed by the record stage, or written on */
+  private void writeOn(ChannelHandlerContext ctx, Object msg, ChannelPromise promise) {
     if (records != null && msg instanceof ByteBuf) {
       records.write(ctx, (ByteBuf) msg, promise);
     } else {
@@ -173,12 +217,16 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
 
   @Override
   public void flush(ChannelHandlerContext ctx) {
+    flushOn(ctx);
+    reads.flushed();
+  }
+
+  private void flushOn(ChannelHandlerContext ctx) {
     if (records != null) {
       records.flush(ctx);
     } else {
       ctx.flush();
     }
-    reads.flushed();
   }
 
   @Override
@@ -208,6 +256,36 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
   private void releaseSlicer() {
     if (slicer != null) {
       slicer.release();
+    }
+  }
+
+  /** The read policy's valve: the connection window, held while the budget is exceeded. */
+  private final class Valve implements ReadPolicy.Valve {
+    @Override
+    public long allowanceBytes() {
+      return FrameSlicer.PIN_RATIO * messages.pendingFrameBytes();
+    }
+
+    @Override
+    public boolean holdPeer(boolean exceeded) {
+      if (exceeded && !window.holding()) {
+        long credit = Math.max(0, window.granted() - messages.dataBytes());
+        window.hold(messages.remainingBytes() - credit);
+      } else if (!exceeded && window.holding()) {
+        window.unhold();
+      }
+      ByteBuf update = window.release(ctx.alloc());
+      if (update != null) {
+        writeOn(ctx, update, ctx.newPromise());
+        flushOn(ctx);
+      }
+      return window.holding();
+    }
+
+    @Override
+    public boolean peerOverdrawn() {
+      // Without a walk of every write the window is unknown: the budget holds reads, as before.
+      return !window.tracking() || messages.dataBytes() > window.granted();
     }
   }
 }

@@ -23,8 +23,11 @@ import java.util.Arrays;
  * outlives its last downstream release by at most that; a budget also sweeps when its table is
  * full and before it says it is exceeded.
  *
- * <p>The limit must exceed the largest message the application accepts: gRPC holds every byte of
- * a message until the message is complete, so a limit below that would stop reading for good.
+ * <p>The limit bounds what the application holds, not the messages under way: gRPC holds every
+ * byte of a message until the message is complete, so a connection that knows its messages (see
+ * {@link ReadPolicy.Valve}) lets the total exceed the limit by what incomplete messages pin. A
+ * connection that does not should have a limit above the largest message the application
+ * accepts, or a message over it stops reading for good.
  */
 public final class ReadBudget {
   /** 64 MiB: well above gRPC's default 4 MiB message limit and the 16 MiB messages we test. */
@@ -91,7 +94,16 @@ public final class ReadBudget {
 
   /** True while the buffers held downstream exceed the limit. */
   public boolean isExceeded() {
-    return trackedBytes > limitBytes && retainedBytes() > limitBytes;
+    return isExceeded(0);
+  }
+
+  /**
+   * True while the buffers held downstream exceed the limit by more than {@code allowanceBytes}
+   * (what messages still arriving pin, which the limit does not bound).
+   */
+  public boolean isExceeded(long allowanceBytes) {
+    long bound = limitBytes + Math.max(0, allowanceBytes);
+    return trackedBytes > bound && retainedBytes() > bound;
   }
 
   /** How many buffers the tracking arrays have room for: 0 when it has none. */

@@ -19,6 +19,9 @@ import java.util.Collections;
 import java.util.Set;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.logging.Level;
+import java.util.logging.Logger;
 
 /**
  * When a connection's socket is read, and how much. A handler drives it from its pipeline entry
@@ -30,15 +33,25 @@ import java.util.concurrent.TimeUnit;
  * exceeded and, when enabled, while the channel is not writable, and asks for it as soon as both
  * clear. The driving handler swallows every other handler's {@code read()}.
  *
+ * <p>With a {@link Valve} (an HTTP/2 connection that sees its frames), the budget holds the peer
+ * instead of the reads: while the budget is exceeded the valve withholds flow-control credit, and
+ * reads go on, so control frames (PING, SETTINGS, GOAWAY) are read and answered. The budget then
+ * allows what incomplete messages pin ({@link Valve#allowanceBytes}): gRPC releases nothing of a
+ * message until it is whole, so counting it would stop the message that frees it. Reads are held
+ * for the budget only while the peer has sent more than the credit it was given. The first time
+ * the budget holds a connection back, the policy logs a warning (at most one per {@link
+ * #WARNING_INTERVAL_NANOS} in the process): an application that keeps zero-copy messages
+ * unreleased otherwise stalls its streams silently.
+ *
  * <p>Budget sweeps: after every read batch, on every flush while a read is held (gRPC flushes
  * window updates as the application consumes), and on a timer while the budget tracks anything.
  * The timer starts at {@link #SWEEP_MILLIS} and doubles up to {@link #MAX_SWEEP_MILLIS}; a held
- * read is retried every {@link #SWEEP_MILLIS}. A timer sweep that finds nothing tracked gives
- * back the budget's table, so a quiet connection holds none. The timer is not the event loop's:
- * a task scheduled on a loop makes every turn of it read the clock and every wait for its
- * sockets arm a kernel timer, a cost a busy download pays for as long as it runs. The timers
- * are on one wheel for the process ({@link HashedWheelTimer}, a daemon thread ticking every
- * {@link #TICK_MILLIS} ms), and a timer that fires hands the sweep to the connection's loop.
+ * read, or a held peer, is retried every {@link #SWEEP_MILLIS}. A timer sweep that finds nothing
+ * tracked gives back the budget's table, so a quiet connection holds none. The timer is not the
+ * event loop's: a task scheduled on a loop makes every turn of it read the clock and every wait
+ * for its sockets arm a kernel timer, a cost a busy download pays for as long as it runs. The
+ * timers are on one wheel for the process ({@link HashedWheelTimer}, a daemon thread ticking
+ * every {@link #TICK_MILLIS} ms), and a timer that fires hands the sweep to the connection's loop.
  * A channel whose loop keeps a clock of its own ({@link EmbeddedChannel}, in tests) uses that
  * loop's scheduler instead, so its clock decides when sweeps fall due.
  *
@@ -94,6 +107,27 @@ public final class ReadPolicy
         new DefaultThreadFactory("pinless-sweeps", true), TICK_MILLIS, TimeUnit.MILLISECONDS, 128);
   }
 
+  /** One budget warning per 10 minutes in the process at most: each connection would repeat it. */
+  static final long WARNING_INTERVAL_NANOS = TimeUnit.MINUTES.toNanos(10);
+  private static final Logger logger = Logger.getLogger(ReadPolicy.class.getName());
+  /** When the next budget warning may be logged ({@link System#nanoTime}); 0 at first. */
+  static final AtomicLong nextWarningNanos = new AtomicLong();
+
+  /**
+   * Holds a connection's peer back by flow control, for a policy that then goes on reading. Called
+   * on the channel's event loop.
+   */
+  public interface Valve {
+    /** Bytes past the limit the budget allows now: what the messages still arriving pin. */
+    long allowanceBytes();
+
+    /** Holds the peer back while {@code exceeded}, lets it go once not; true while holding it. */
+    boolean holdPeer(boolean exceeded);
+
+    /** True when the peer has sent more than the credit it was given: reads are held then. */
+    boolean peerOverdrawn();
+  }
+
   /** A stage above that may supply the next read's buffer or size. */
   public interface ReadTarget {
     /**
@@ -123,6 +157,12 @@ public final class ReadPolicy
   private ReadTarget target;
   /** A read is wanted but held back by writability or the budget. */
   private boolean readOwed;
+  /** Holds the peer back instead of the reads while the budget is exceeded; null for none. */
+  private Valve valve;
+  /** The valve is holding the peer back. */
+  private boolean valveHolding;
+  /** This connection has logged its budget warning (or the process had one too recently). */
+  private boolean warned;
   /** Where sweep timers run; set on attach. */
   private Timer timer;
   /** The pending sweep timer; null when none. */
@@ -166,6 +206,14 @@ public final class ReadPolicy
     headroom = bytes;
   }
 
+  /**
+   * Sets (or, with null, clears) the valve that holds the peer back while the budget is exceeded,
+   * instead of the reads.
+   */
+  public void valve(Valve valve) {
+    this.valve = valve;
+  }
+
   /** Sets (or, with null, clears) the stage that sizes reads. */
   public void target(ReadTarget target) {
     this.target = target;
@@ -190,6 +238,7 @@ public final class ReadPolicy
   /** A read batch ended: sweep, read again, and keep the timer going while anything is tracked. */
   public void batchEnded() {
     budget.sweep();
+    checkValve();
     readIfReady();
     sweepLater();
   }
@@ -200,6 +249,7 @@ public final class ReadPolicy
       budget.sweep();
       readIfReady();
     }
+    checkValve();
   }
 
   /** Writability changed: a held read may go. */
@@ -249,12 +299,14 @@ public final class ReadPolicy
       return;
     }
     sweepTimer = null;
-    sweepBackoff = readOwed ? 0 : (byte) Math.min(sweepBackoff + 1, MAX_SWEEP_BACKOFF);
+    sweepBackoff = readOwed || valveHolding
+        ? 0 : (byte) Math.min(sweepBackoff + 1, MAX_SWEEP_BACKOFF);
     budget.sweep();
+    checkValve();
     if (readOwed) {
       readIfReady();
     }
-    if (!readOwed) {
+    if (!readOwed && !valveHolding) {
       budget.trim();
     }
     sweepLater();
@@ -271,7 +323,7 @@ public final class ReadPolicy
       sweepBackoff = 0;
     }
     long delay;
-    if (readOwed) {
+    if (readOwed || valveHolding) {
       delay = SWEEP_MILLIS;
     } else if (budget.trackedBuffers() > 0) {
       delay = SWEEP_MILLIS << sweepBackoff;
@@ -295,7 +347,47 @@ public final class ReadPolicy
 
   /** False while a hold applies. */
   private boolean mayRead() {
-    return !(holdWhileUnwritable && !ctx.channel().isWritable()) && !budget.isExceeded();
+    if (holdWhileUnwritable && !ctx.channel().isWritable()) {
+      return false;
+    }
+    if (valve == null) {
+      return !budget.isExceeded();
+    }
+    return !(valve.peerOverdrawn() && budget.isExceeded(valve.allowanceBytes()));
+  }
+
+  /** Has the valve hold the peer back while the budget is exceeded, and let it go once not. */
+  private void checkValve() {
+    if (valve == null || !ctx.channel().isActive()) {
+      return;
+    }
+    boolean held = valveHolding;
+    valveHolding = valve.holdPeer(budget.isExceeded(valve.allowanceBytes()));
+    if (valveHolding && !held) {
+      warnHeld();
+    }
+  }
+
+  /**
+   * Logs, once per connection and at most once per {@link #WARNING_INTERVAL_NANOS} in the
+   * process, that the budget holds this connection back.
+   */
+  private void warnHeld() {
+    if (warned) {
+      return;
+    }
+    warned = true;
+    long now = System.nanoTime();
+    long next = nextWarningNanos.get();
+    if (next != 0 && now - next < 0 || !nextWarningNanos.compareAndSet(next,
+        now + WARNING_INTERVAL_NANOS | 1)) {
+      return;
+    }
+    logger.log(Level.WARNING, "pinless: a connection holds {0} received bytes the application "
+        + "has not released, over its read budget of {1} bytes (pinless.read.budgetBytes); its "
+        + "peer waits until they are released. Release every zero-copy message with "
+        + "ZeroCopyMarshaller.release (or close its Lease) once done with it.",
+        new Object[] {Long.toString(budget.retainedBytes()), Long.toString(budget.limitBytes())});
   }
 
   private void readIfReady() {
@@ -306,6 +398,9 @@ public final class ReadPolicy
       if (!readOwed) {
         readOwed = true;
         Metric.READS_HELD.add(1);
+        if (ctx.channel().isWritable() || !holdWhileUnwritable) {
+          warnHeld();
+        }
       }
       sweepLater();
       return;

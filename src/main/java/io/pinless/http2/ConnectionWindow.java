@@ -1,0 +1,254 @@
+package io.pinless.http2;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufAllocator;
+import io.netty.buffer.Unpooled;
+
+/**
+ * The connection-level flow-control window this end grants its peer, read off the HTTP/2 bytes
+ * it writes, and a valve on it. While the valve holds, every connection-level WINDOW_UPDATE the
+ * HTTP/2 codec writes is withheld and its increment kept, so the peer may send only what it was
+ * granted before; {@link #release} turns kept increments into one WINDOW_UPDATE. Flow control is
+ * HTTP/2's own back-pressure: the connection goes on reading, so PING, SETTINGS and GOAWAY are
+ * still read and answered while the peer waits.
+ *
+ * <pre>
+ *   WINDOW_UPDATE:  | length u24 = 4 | type u8 = 0x8 | flags u8 | R + stream id u31 = 0 |
+ *                   | R + increment u31 |
+ * </pre>
+ *
+ * <p>Only a write that is exactly one connection-level WINDOW_UPDATE, at a frame boundary, is
+ * withheld (Netty's frame writer writes each as a buffer of its own); any other write passes and
+ * is walked frame by frame, its window increments counted as granted. A RST_STREAM this end
+ * writes makes {@link InboundMessages} forget the stream. A write that is not a {@link ByteBuf}
+ * ends the walk: from then on nothing is withheld or counted ({@link #tracking} is false).
+ *
+ * <p>A hold may owe credit: the bytes still to come of messages under way when it began, which the
+ * peer's remaining window did not cover. {@link #release} gives kept increments up to that owed
+ * credit while holding, and all of them once the hold ends.
+ *
+ * <p>Memory: no buffer is held. A withheld frame is released at once (only its increment is
+ * kept); a frame header cut across writes is kept in a 13-byte array made only then.
+ */
+public final class ConnectionWindow {
+  /** HTTP/2's initial connection window (RFC 9113, 6.9.2): SETTINGS do not change it. */
+  public static final int INITIAL_WINDOW_BYTES = 65535;
+  /** A WINDOW_UPDATE frame: a 9-byte header and a 4-byte increment. */
+  static final int WINDOW_UPDATE_FRAME_BYTES = 13;
+  private static final int FRAME_HEADER_BYTES = 9;
+  private static final int CLIENT_PREFACE_BYTES = 24;
+  private static final int TYPE_RST_STREAM = 0x3;
+  private static final int TYPE_WINDOW_UPDATE = 0x8;
+
+  /** Where the walk is in the outbound bytes. */
+  private enum State {
+    /** Nothing written yet: a client preface may come first. */
+    START,
+    /** Inside the client preface or a payload nobody reads: {@link #left} bytes to come. */
+    SKIP,
+    /** At or inside a frame header (with a WINDOW_UPDATE's increment): {@link #cutBytes} read. */
+    HEADER,
+    /** A write was not a buffer: the walk has stopped. */
+    LOST
+  }
+
+  private final InboundMessages inbound;
+  private State state = State.START;
+  /** A frame start cut across writes; made only then. */
+  private byte[] cut;
+  private int cutBytes;
+  private long left;
+  /** The connection window granted to the peer so far. */
+  private long granted = INITIAL_WINDOW_BYTES;
+  /** Increments withheld and not yet released. */
+  private long withheld;
+  private boolean holding;
+  /** While holding: credit still owed to messages under way when the hold began. */
+  private long owed;
+
+  /** A window whose writes make {@code inbound} forget the streams this end resets. */
+  public ConnectionWindow(InboundMessages inbound) {
+    this.inbound = inbound;
+  }
+
+  /**
+   * Reads the next outbound write.
+   *
+   * @param out borrowed: its indexes are not moved
+   * @return true if {@code out} is a connection-level WINDOW_UPDATE withheld: the caller releases
+   *     it and completes its write
+   */
+  public boolean write(ByteBuf out) {
+    if (state == State.LOST) {
+      return false;
+    }
+    int pos = out.readerIndex();
+    int end = out.writerIndex();
+    if (state == State.START && pos < end) {
+      pos = step(out, pos, end);
+    }
+    if (state == State.HEADER && cutBytes == 0 && end - pos == WINDOW_UPDATE_FRAME_BYTES
+        && isConnectionWindowUpdate(out, pos)) {
+      long increment = out.getInt(pos + FRAME_HEADER_BYTES) & 0x7fffffffL;
+      if (holding) {
+        withheld += increment;
+        return true;
+      }
+      granted += increment;
+      return false;
+    }
+    while (pos < end) {
+      pos = step(out, pos, end);
+    }
+    return false;
+  }
+
+  /** A write that is not a buffer: stops the walk for good. */
+  public void lost() {
+    state = State.LOST;
+    cut = null;
+  }
+
+  /** True while every write has been walked, so {@link #granted} is exact. */
+  public boolean tracking() {
+    return state != State.LOST;
+  }
+
+  /** The connection window granted to the peer: the initial window and every increment sent. */
+  public long granted() {
+    return granted;
+  }
+
+  /** Increments withheld and not yet released. */
+  public long withheldBytes() {
+    return withheld;
+  }
+
+  /** True while connection-level window updates are withheld. */
+  public boolean holding() {
+    return holding;
+  }
+
+  /**
+   * Withholds window updates from now on, but for {@code owedBytes} of credit that {@link #release}
+   * still gives. Nothing while already holding or not tracking.
+   */
+  public void hold(long owedBytes) {
+    if (holding || !tracking()) {
+      return;
+    }
+    holding = true;
+    owed = Math.max(0, owedBytes);
+  }
+
+  /** Ends the hold: {@link #release} gives every kept increment. */
+  public void unhold() {
+    holding = false;
+    owed = 0;
+  }
+
+  /**
+   * A WINDOW_UPDATE for the kept increments that may go now (all of them unless holding, else up to
+   * the owed credit), counted as granted; null when none may go or the walk is inside a frame.
+   * The caller writes it past this window (it is not walked) before any other write.
+   *
+   * @return caller must release (it is written on)
+   */
+  public ByteBuf release(ByteBufAllocator alloc) {
+    long give = holding ? Math.min(withheld, owed) : withheld;
+    give = Math.min(give, Integer.MAX_VALUE);
+    if (give == 0 || state != State.HEADER || cutBytes != 0) {
+      return null;
+    }
+    withheld -= give;
+    if (holding) {
+      owed -= give;
+    }
+    granted += give;
+    return alloc.buffer(WINDOW_UPDATE_FRAME_BYTES)
+        .writeMedium(4).writeByte(TYPE_WINDOW_UPDATE).writeByte(0).writeInt(0)
+        .writeInt((int) give);
+  }
+
+  private static boolean isConnectionWindowUpdate(ByteBuf out, int pos) {
+    return out.getUnsignedMedium(pos) == 4 && out.getUnsignedByte(pos + 3) == TYPE_WINDOW_UPDATE
+        && (out.getInt(pos + 5) & 0x7fffffff) == 0;
+  }
+
+  /** Walks from {@code pos}; returns the position after what it read. */
+  private int step(ByteBuf out, int pos, int end) {
+    switch (state) {
+      case START:
+        if (out.getByte(pos) == 'P') {
+          state = State.SKIP;
+          left = CLIENT_PREFACE_BYTES;
+        } else {
+          state = State.HEADER;
+        }
+        return pos;
+      case SKIP: {
+        int n = (int) Math.min(left, end - pos);
+        left -= n;
+        if (left == 0) {
+          state = State.HEADER;
+        }
+        return pos + n;
+      }
+      case HEADER:
+        return readFrameStart(out, pos, end);
+      default:
+        throw new IllegalStateException(state.name());
+    }
+  }
+
+  /**
+   * Reads a frame header, and a connection-level WINDOW_UPDATE's increment with it, from {@code
+   * out} or, cut across writes, through {@link #cut}.
+   */
+  private int readFrameStart(ByteBuf out, int pos, int end) {
+    if (cutBytes == 0 && (end - pos >= WINDOW_UPDATE_FRAME_BYTES
+        || end - pos >= FRAME_HEADER_BYTES && !isConnectionWindowUpdate(out, pos))) {
+      frame(out, pos);
+      return pos + FRAME_HEADER_BYTES;
+    }
+    if (cut == null) {
+      cut = new byte[WINDOW_UPDATE_FRAME_BYTES];
+    }
+    ByteBuf view = Unpooled.wrappedBuffer(cut);
+    int wanted = cutBytes >= FRAME_HEADER_BYTES && isConnectionWindowUpdate(view, 0)
+        ? WINDOW_UPDATE_FRAME_BYTES : FRAME_HEADER_BYTES;
+    int n = Math.min(wanted - cutBytes, end - pos);
+    out.getBytes(pos, cut, cutBytes, n);
+    cutBytes += n;
+    if (cutBytes == FRAME_HEADER_BYTES && isConnectionWindowUpdate(view, 0)) {
+      return pos + n; // its increment comes next
+    }
+    if (cutBytes == wanted) {
+      frame(view, 0);
+      left -= cutBytes - FRAME_HEADER_BYTES;
+      if (left == 0) {
+        state = State.HEADER;
+      }
+      cut = null;
+      cutBytes = 0;
+    }
+    return pos + n;
+  }
+
+  /**
+   * Starts the frame whose header is at {@code pos} of {@code buf}; a WINDOW_UPDATE's increment
+   * follows it there.
+   */
+  private void frame(ByteBuf buf, int pos) {
+    int length = buf.getUnsignedMedium(pos);
+    int type = buf.getUnsignedByte(pos + 3);
+    int stream = buf.getInt(pos + 5) & 0x7fffffff;
+    if (type == TYPE_RST_STREAM) {
+      inbound.forget(stream);
+    } else if (type == TYPE_WINDOW_UPDATE && stream == 0 && length == 4) {
+      granted += buf.getInt(pos + FRAME_HEADER_BYTES) & 0x7fffffffL;
+    }
+    left = length;
+    state = length == 0 ? State.HEADER : State.SKIP;
+  }
+}

@@ -1,0 +1,332 @@
+package io.pinless.http2;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.util.collection.IntObjectHashMap;
+
+/**
+ * Where each stream of a connection is in the gRPC message it is receiving, read off the
+ * inbound HTTP/2 bytes as they arrive (before the frame slicer cuts them), and how many DATA
+ * bytes the peer has sent in all. The read budget uses it to tell what the messages still
+ * arriving pin (gRPC holds a message until it is whole) from what the application holds.
+ *
+ * <pre>
+ *   DATA payload:   | pad length u8, if PADDED | data | padding |
+ *   gRPC message:   | compressed u8 | length u32 BE | message (length) |   across DATA frames
+ * </pre>
+ *
+ * <p>A stream has an entry only while its current message is incomplete: from the first byte of
+ * its prefix to the last of its message. An END_STREAM, or a RST_STREAM in either direction
+ * ({@link #forget}), drops it. A message longer than the limit given at construction is outside
+ * the limits: its bytes count toward nothing ({@link #pendingFrameBytes}, {@link
+ * #remainingBytes}), and gRPC refuses it or the budget holds it back.
+ *
+ * <p>It reads only headers, pad lengths and gRPC prefixes; it never looks at message bytes and
+ * never rejects input (a protocol error is grpc-netty's to find).
+ *
+ * <p>Memory: idle it holds no table and no header buffer; while messages are incomplete, one small
+ * entry per such stream. It holds no {@link ByteBuf}.
+ */
+public final class InboundMessages {
+  static final int FRAME_HEADER_BYTES = 9;
+  static final int CLIENT_PREFACE_BYTES = 24;
+  /** A gRPC message's prefix: a compressed flag and a 4-byte length. */
+  static final int GRPC_PREFIX_BYTES = 5;
+  private static final int TYPE_DATA = 0x0;
+  private static final int TYPE_RST_STREAM = 0x3;
+  private static final int FLAG_END_STREAM = 0x1;
+  private static final int FLAG_PADDED = 0x8;
+
+  /** Where the reader is in the inbound bytes. */
+  private enum State {
+    /** Nothing read yet: a client preface may come first. */
+    START,
+    /** Inside the client preface: {@link #left} bytes of it to come. */
+    PREFACE,
+    /** At or inside a frame header: {@link #headerBytes} of it read. */
+    HEADER,
+    /** A PADDED DATA frame's pad length byte is next. */
+    PAD_LENGTH,
+    /** Inside a DATA frame's data: {@link #left} bytes to come, then {@link #padLeft}. */
+    DATA,
+    /** Inside bytes nobody reads (another frame's payload, padding): {@link #left} to come. */
+    SKIP
+  }
+
+  /** One stream's incomplete message. */
+  private static final class Message {
+    /** Prefix bytes read so far, 0 to 5. */
+    int prefixBytes;
+    /** The length the prefix gives, once whole. */
+    long length;
+    /** Message bytes still to come, once the prefix is whole. */
+    long left;
+    /** Bytes of the DATA frames (headers included) that carried this message so far. */
+    long frameBytes;
+    /** False once the prefix gives a length over the limit. */
+    boolean withinLimit = true;
+
+    long remaining() {
+      return left + GRPC_PREFIX_BYTES - prefixBytes;
+    }
+  }
+
+  private final long maxMessageBytes;
+  private State state = State.START;
+  /** The frame header being read; made only while one is cut. */
+  private byte[] header;
+  private int headerBytes;
+  /** Bytes to come in the current state. */
+  private long left;
+  /** Padding after the current DATA frame's data. */
+  private int padLeft;
+  private int frameStream;
+  private int frameFlags;
+  /** The current DATA frame's size, header included, while none of its data has been read. */
+  private long untouchedFrameBytes;
+  /** Incomplete messages by stream; null when none. */
+  private IntObjectHashMap<Message> messages;
+  /** DATA bytes received, padding included: what flow control counts. */
+  private long dataBytes;
+  /** Sum of {@link Message#frameBytes} over messages within the limit. */
+  private long pendingFrameBytes;
+
+  /** A reader for which messages over {@code maxMessageBytes} are outside the limits. */
+  public InboundMessages(long maxMessageBytes) {
+    this.maxMessageBytes = maxMessageBytes;
+  }
+
+  /**
+   * Reads the next inbound bytes of the connection.
+   *
+   * @param in borrowed: its readable bytes are read; its indexes are not moved
+   */
+  public void read(ByteBuf in) {
+    int pos = in.readerIndex();
+    int end = in.writerIndex();
+    while (pos < end) {
+      pos = step(in, pos, end);
+    }
+  }
+
+  /** Drops the message of a stream that was reset. */
+  public void forget(int stream) {
+    drop(stream);
+  }
+
+  /** DATA bytes (padding included) the peer has sent on the connection. */
+  public long dataBytes() {
+    return dataBytes;
+  }
+
+  /**
+   * What the DATA frames of incomplete messages within the limit measure, headers included: the
+   * bytes gRPC holds until those messages are whole.
+   */
+  public long pendingFrameBytes() {
+    return pendingFrameBytes;
+  }
+
+  /** The bytes still to come of the incomplete messages within the limit. */
+  public long remainingBytes() {
+    if (messages == null) {
+      return 0;
+    }
+    long bytes = 0;
+    for (Message m : messages.values()) {
+      if (m.withinLimit) {
+        bytes += m.remaining();
+      }
+    }
+    return bytes;
+  }
+
+  /** How many streams have an incomplete message. */
+  int incompleteMessages() {
+    return messages == null ? 0 : messages.size();
+  }
+
+  /** Reads from {@code pos}; returns the position after what it read. */
+  private int step(ByteBuf in, int pos, int end) {
+    switch (state) {
+      case START:
+        if (in.getByte(pos) == 'P') {
+          state = State.PREFACE;
+          left = CLIENT_PREFACE_BYTES;
+        } else {
+          state = State.HEADER;
+        }
+        return pos;
+      case PREFACE:
+      case SKIP: {
+        int n = (int) Math.min(left, end - pos);
+        left -= n;
+        if (left == 0) {
+          state = State.HEADER;
+        }
+        return pos + n;
+      }
+      case HEADER:
+        return readHeader(in, pos, end);
+      case PAD_LENGTH: {
+        int pad = in.getUnsignedByte(pos);
+        if (pad >= left) {
+          // Padding longer than the payload: grpc-netty refuses the frame; skip it.
+          left -= 1;
+          state = left == 0 ? State.HEADER : State.SKIP;
+          endFrame();
+          return pos + 1;
+        }
+        padLeft = pad;
+        left -= 1 + pad;
+        startData();
+        return pos + 1;
+      }
+      case DATA:
+        return readData(in, pos, end);
+      default:
+        throw new IllegalStateException(state.name());
+    }
+  }
+
+  private int readHeader(ByteBuf in, int pos, int end) {
+    int at;
+    if (headerBytes == 0 && end - pos >= FRAME_HEADER_BYTES) {
+      at = pos;
+      pos += FRAME_HEADER_BYTES;
+      startFrame(in.getUnsignedMedium(at), in.getUnsignedByte(at + 3),
+          in.getUnsignedByte(at + 4), in.getInt(at + 5) & 0x7fffffff);
+      return pos;
+    }
+    if (header == null) {
+      header = new byte[FRAME_HEADER_BYTES];
+    }
+    int n = Math.min(FRAME_HEADER_BYTES - headerBytes, end - pos);
+    in.getBytes(pos, header, headerBytes, n);
+    headerBytes += n;
+    if (headerBytes == FRAME_HEADER_BYTES) {
+      byte[] h = header;
+      header = null;
+      headerBytes = 0;
+      startFrame((h[0] & 0xff) << 16 | (h[1] & 0xff) << 8 | (h[2] & 0xff), h[3] & 0xff,
+          h[4] & 0xff, ((h[5] & 0x7f) << 24 | (h[6] & 0xff) << 16 | (h[7] & 0xff) << 8
+              | (h[8] & 0xff)));
+    }
+    return pos + n;
+  }
+
+  private void startFrame(int length, int type, int flags, int stream) {
+    left = length;
+    if (type == TYPE_RST_STREAM) {
+      drop(stream);
+    }
+    if (type != TYPE_DATA) {
+      state = length == 0 ? State.HEADER : State.SKIP;
+      return;
+    }
+    dataBytes += length;
+    frameStream = stream;
+    frameFlags = flags;
+    padLeft = 0;
+    untouchedFrameBytes = FRAME_HEADER_BYTES + length;
+    Message m = messages == null ? null : messages.get(stream);
+    if (m != null) {
+      addFrameBytes(m, FRAME_HEADER_BYTES + length);
+      untouchedFrameBytes = 0;
+    }
+    if ((flags & FLAG_PADDED) != 0 && length > 0) {
+      state = State.PAD_LENGTH;
+    } else {
+      startData();
+    }
+  }
+
+  /** The current DATA frame's data is next ({@link #left} bytes, then {@link #padLeft}). */
+  private void startData() {
+    if (left > 0) {
+      state = State.DATA;
+    } else if (padLeft > 0) {
+      left = padLeft;
+      padLeft = 0;
+      state = State.SKIP;
+      endFrame();
+    } else {
+      state = State.HEADER;
+      endFrame();
+    }
+  }
+
+  private int readData(ByteBuf in, int pos, int end) {
+    Message m = messages == null ? null : messages.get(frameStream);
+    if (m == null) {
+      m = new Message();
+      // The frame carries this message: all of it, or the rest after the message before.
+      m.frameBytes = untouchedFrameBytes > 0 ? untouchedFrameBytes : left + padLeft;
+      if (messages == null) {
+        messages = new IntObjectHashMap<>(4);
+      }
+      messages.put(frameStream, m);
+      pendingFrameBytes += m.frameBytes;
+    }
+    untouchedFrameBytes = 0;
+    int n;
+    if (m.prefixBytes < GRPC_PREFIX_BYTES) {
+      n = 1;
+      if (m.prefixBytes > 0) {
+        m.length = m.length << 8 | in.getUnsignedByte(pos);
+      }
+      if (++m.prefixBytes == GRPC_PREFIX_BYTES) {
+        m.left = m.length;
+        if (m.length > maxMessageBytes) {
+          m.withinLimit = false;
+          pendingFrameBytes -= m.frameBytes;
+        }
+      }
+    } else {
+      n = (int) Math.min(m.left, Math.min(left, end - pos));
+      m.left -= n;
+    }
+    left -= n;
+    if (m.prefixBytes == GRPC_PREFIX_BYTES && m.left == 0) {
+      drop(frameStream);
+    }
+    if (left == 0) {
+      if (padLeft > 0) {
+        left = padLeft;
+        padLeft = 0;
+        state = State.SKIP;
+        endFrame();
+      } else {
+        state = State.HEADER;
+        endFrame();
+      }
+    }
+    return pos + n;
+  }
+
+  /** The current DATA frame's data has ended: END_STREAM drops its stream's message. */
+  private void endFrame() {
+    if ((frameFlags & FLAG_END_STREAM) != 0) {
+      drop(frameStream);
+    }
+  }
+
+  private void addFrameBytes(Message m, long bytes) {
+    m.frameBytes += bytes;
+    if (m.withinLimit) {
+      pendingFrameBytes += bytes;
+    }
+  }
+
+  private void drop(int stream) {
+    if (messages == null) {
+      return;
+    }
+    Message m = messages.remove(stream);
+    if (m != null && m.withinLimit) {
+      pendingFrameBytes -= m.frameBytes;
+    }
+    if (messages.isEmpty()) {
+      messages = null;
+    }
+  }
+}

@@ -1,0 +1,138 @@
+package io.pinless.connection;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.embedded.EmbeddedChannel;
+import io.pinless.http2.FrameSlicer;
+import io.pinless.read.ReadBudget;
+import io.pinless.read.ReadPolicy;
+import io.pinless.testing.ReadCounter;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A connection over its read budget holds its peer back with the connection window and goes on
+ * reading; incomplete messages do not count against the budget.
+ */
+class ConnectionHandlerBudgetTest {
+  private static final int DATA = 0x0;
+  private static final int PADDED = 0x8;
+  private static final int SETTINGS = 0x4;
+  private static final int PING = 0x6;
+  private static final int WINDOW_UPDATE = 0x8;
+
+  /** Keeps every frame buffer it gets, as gRPC keeps a message's, and counts PINGs. */
+  private static final class Keeper extends ChannelInboundHandlerAdapter {
+    final List<ByteBuf> kept = new ArrayList<>();
+    int pings;
+
+    /** @param msg owned: kept until {@link #releaseAll} */
+    @Override
+    public void channelRead(ChannelHandlerContext ctx, Object msg) {
+      ByteBuf frames = (ByteBuf) msg;
+      for (int pos = frames.readerIndex(); pos + 9 <= frames.writerIndex();
+          pos += 9 + frames.getUnsignedMedium(pos)) {
+        if (frames.getUnsignedByte(pos + 3) == PING) {
+          pings++;
+        }
+      }
+      kept.add(frames);
+    }
+
+    void releaseAll() {
+      kept.forEach(ByteBuf::release);
+      kept.clear();
+    }
+  }
+
+  private final ReadCounter reads = new ReadCounter();
+  private final Keeper keeper = new Keeper();
+  private final EmbeddedChannel ch = new EmbeddedChannel();
+  private final ConnectionHandler handler =
+      new ConnectionHandler(new ReadBudget(1000), false, ReadPolicy.MAX_READ_BYTES);
+
+  ConnectionHandlerBudgetTest() {
+    ch.pipeline().addLast(reads, handler, keeper);
+    handler.install(null, new FrameSlicer(false, FrameSlicer.DEFAULT_MAX_FRAME_SIZE,
+        handler.readPolicy().budget(), false));
+  }
+
+  @AfterEach
+  void tearDown() {
+    keeper.releaseAll();
+    ch.finishAndReleaseAll();
+  }
+
+  private static ByteBuf frame(ByteBuf out, int type, int flags, int stream, ByteBuf payload) {
+    out.writeMedium(payload.readableBytes()).writeByte(type).writeByte(flags).writeInt(stream);
+    out.writeBytes(payload);
+    payload.release();
+    return out;
+  }
+
+  private static ByteBuf windowUpdate(int stream, int increment) {
+    return frame(
+        Unpooled.buffer(), WINDOW_UPDATE, 0, stream, Unpooled.buffer().writeInt(increment));
+  }
+
+  /** One read batch of {@code in}, in a direct buffer as a socket read gives. */
+  private void batch(ByteBuf in) {
+    ByteBuf read = Unpooled.directBuffer(in.readableBytes()).writeBytes(in);
+    in.release();
+    ch.pipeline().fireChannelRead(read);
+    ch.pipeline().fireChannelReadComplete();
+  }
+
+  /** SETTINGS, then on stream 1 a gRPC message of {@code length} of which {@code sent} bytes. */
+  private static ByteBuf message(int length, int sent) {
+    ByteBuf in = frame(Unpooled.buffer(), SETTINGS, 0, 0, Unpooled.EMPTY_BUFFER);
+    return frame(in, DATA, 0, 1,
+        Unpooled.buffer().writeByte(0).writeInt(length).writeZero(sent));
+  }
+
+  @Test
+  void overTheBudgetItWithholdsConnectionCreditAndStillReadsPings() {
+    batch(message(2000, 2000));
+    int readsBefore = reads.reads;
+    ch.writeAndFlush(windowUpdate(0, 4000));
+    ch.writeAndFlush(windowUpdate(1, 4000));
+    ByteBuf passed = ch.readOutbound();
+    assertEquals(1, passed.getInt(5), "the stream's update passes");
+    passed.release();
+    assertNull(ch.readOutbound(), "the connection's update is withheld");
+
+    batch(frame(Unpooled.buffer(), PING, 0, 0, Unpooled.buffer().writeLong(7)));
+    assertEquals(1, keeper.pings, "a PING is still read while the peer is held");
+    assertEquals(readsBefore + 1, reads.reads, "reads go on");
+
+    keeper.releaseAll();
+    ch.flush();
+    ByteBuf released = ch.readOutbound();
+    assertEquals(0, released.getInt(5), "stream 0");
+    assertEquals(4000, released.getInt(9), "the withheld credit, once released");
+    released.release();
+  }
+
+  @Test
+  void anIncompleteMessageWithinTheLimitIsNotHeldBackByTheBudget() {
+    // 1144 bytes over a 1000-byte budget: a 900-byte message, 600 bytes of it in padded frames.
+    ByteBuf in = frame(Unpooled.buffer(), SETTINGS, 0, 0, Unpooled.EMPTY_BUFFER);
+    frame(in, DATA, PADDED, 1,
+        Unpooled.buffer().writeByte(255).writeByte(0).writeInt(900).writeZero(300 + 255));
+    frame(in, DATA, PADDED, 1, Unpooled.buffer().writeByte(255).writeZero(300 + 255));
+    batch(in);
+    ch.writeAndFlush(windowUpdate(0, 4000));
+    ByteBuf passed = ch.readOutbound();
+    assertEquals(0, passed.getInt(5), "the message needs the credit: it passes");
+    passed.release();
+    assertFalse(handler.readPolicy().isHoldingRead());
+  }
+}

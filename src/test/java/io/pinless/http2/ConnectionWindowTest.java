@@ -1,0 +1,106 @@
+package io.pinless.http2;
+
+import static io.pinless.http2.InboundMessagesTest.frame;
+import static io.pinless.http2.InboundMessagesTest.grpcPrefix;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
+import io.netty.buffer.UnpooledByteBufAllocator;
+import java.nio.charset.StandardCharsets;
+import org.junit.jupiter.api.Test;
+
+class ConnectionWindowTest {
+  private static ByteBuf windowUpdate(int stream, int increment) {
+    return frame(Unpooled.buffer(), 0x8, 0, stream, Unpooled.buffer().writeInt(increment));
+  }
+
+  private static boolean write(ConnectionWindow w, ByteBuf out) {
+    try {
+      return w.write(out);
+    } finally {
+      out.release();
+    }
+  }
+
+  @Test
+  void countsTheConnectionIncrementsItPassesAndWithholdsThemWhileHolding() {
+    ConnectionWindow w = new ConnectionWindow(new InboundMessages(1000));
+    ByteBuf start = Unpooled.buffer()
+        .writeBytes("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".getBytes(StandardCharsets.US_ASCII));
+    frame(start, 0x4, 0, 0, Unpooled.buffer().writeShort(4).writeInt(1 << 20));
+    assertFalse(write(w, start));
+    assertFalse(write(w, windowUpdate(0, 1000)));
+    assertFalse(write(w, windowUpdate(1, 5000)), "a stream's update is not the connection's");
+    assertEquals(65535 + 1000, w.granted());
+
+    w.hold(0);
+    assertTrue(write(w, windowUpdate(0, 300)));
+    assertFalse(write(w, windowUpdate(3, 300)), "stream updates always pass");
+    assertTrue(write(w, windowUpdate(0, 200)));
+    assertEquals(500, w.withheldBytes());
+    assertNull(w.release(UnpooledByteBufAllocator.DEFAULT), "nothing owed while holding");
+    assertEquals(65535 + 1000, w.granted());
+
+    w.unhold();
+    ByteBuf update = w.release(UnpooledByteBufAllocator.DEFAULT);
+    assertEquals(13, update.readableBytes());
+    assertEquals(0, update.getInt(5), "stream 0");
+    assertEquals(500, update.getInt(9));
+    update.release();
+    assertEquals(65535 + 1500, w.granted());
+    assertEquals(0, w.withheldBytes());
+  }
+
+  @Test
+  void aHoldGivesTheCreditOwedToMessagesUnderWayAndNoMore() {
+    ConnectionWindow w = new ConnectionWindow(new InboundMessages(1000));
+    assertFalse(write(w, windowUpdate(0, 1)));
+    w.hold(250);
+    assertTrue(write(w, windowUpdate(0, 200)));
+    ByteBuf first = w.release(UnpooledByteBufAllocator.DEFAULT);
+    assertEquals(200, first.getInt(9));
+    first.release();
+    assertTrue(write(w, windowUpdate(0, 200)));
+    ByteBuf second = w.release(UnpooledByteBufAllocator.DEFAULT);
+    assertEquals(50, second.getInt(9), "the rest of what is owed");
+    second.release();
+    assertNull(w.release(UnpooledByteBufAllocator.DEFAULT));
+    assertEquals(150, w.withheldBytes());
+  }
+
+  @Test
+  void walksFramesCutAcrossWritesAtEveryByte() {
+    ByteBuf all = Unpooled.buffer();
+    frame(all, 0x1, 0x4, 1, Unpooled.buffer().writeZero(20));
+    frame(all, 0x8, 0, 0, Unpooled.buffer().writeInt(777));
+    frame(all, 0x0, 0, 1, Unpooled.buffer().writeZero(30));
+    frame(all, 0x8, 0, 0, Unpooled.buffer().writeInt(23));
+    frame(all, 0x3, 0, 5, Unpooled.buffer().writeInt(8));
+    for (int cut = 0; cut <= all.readableBytes(); cut++) {
+      InboundMessages inbound = new InboundMessages(1000);
+      ByteBuf in = frame(Unpooled.buffer(), 0x0, 0, 5, grpcPrefix(100));
+      inbound.read(in);
+      in.release();
+      ConnectionWindow w = new ConnectionWindow(inbound);
+      assertFalse(w.write(all.slice(0, cut)));
+      assertFalse(w.write(all.slice(cut, all.readableBytes() - cut)));
+      assertEquals(65535 + 800, w.granted(), "cut at " + cut);
+      assertEquals(0, inbound.incompleteMessages(), "the reset stream is forgotten, cut " + cut);
+      assertTrue(w.tracking());
+    }
+    all.release();
+  }
+
+  @Test
+  void aWriteThatIsNoBufferStopsTheWalk() {
+    ConnectionWindow w = new ConnectionWindow(new InboundMessages(1000));
+    w.lost();
+    assertFalse(w.tracking());
+    w.hold(0);
+    assertFalse(write(w, windowUpdate(0, 10)), "nothing is withheld once lost");
+  }
+}
