@@ -98,7 +98,8 @@ public final class LocalHandshakerService implements BindableService {
    *
    * @param deploymentKey at least 16 secret bytes shared by the deployment's handshakers (copied
    *     here), or null for none
-   * @throws IllegalArgumentException if the account is empty or the key shorter than 16 bytes
+   * @throws IllegalArgumentException if the account is empty, or the key shorter than 16 bytes or
+   *     one byte repeated
    */
   public LocalHandshakerService(String serviceAccount, byte[] deploymentKey) {
     if (serviceAccount == null || serviceAccount.isEmpty()) {
@@ -108,8 +109,22 @@ public final class LocalHandshakerService implements BindableService {
       throw new IllegalArgumentException("deploymentKey is " + deploymentKey.length
           + " bytes; at least " + MIN_DEPLOYMENT_KEY_BYTES + " are needed");
     }
+    if (deploymentKey != null && oneByteRepeated(deploymentKey)) {
+      // A buffer never filled, most likely: a key anyone can guess.
+      throw new IllegalArgumentException("deploymentKey is one byte repeated ("
+          + deploymentKey.length + " times " + (deploymentKey[0] & 0xff) + "), not a secret");
+    }
     this.localIdentity = Identity.newBuilder().setServiceAccount(serviceAccount).build();
     this.deploymentKey = deploymentKey == null ? null : deploymentKey.clone();
+  }
+
+  private static boolean oneByteRepeated(byte[] key) {
+    for (byte b : key) {
+      if (b != key[0]) {
+        return false;
+      }
+    }
+    return true;
   }
 
   @Override

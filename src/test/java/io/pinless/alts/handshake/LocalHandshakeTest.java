@@ -302,6 +302,22 @@ class LocalHandshakeTest {
     assertTrue(e.getMessage().contains("15 bytes"), e.getMessage());
   }
 
+  /**
+   * Regression (review): a key buffer never filled (all zero bytes) or one byte repeated was taken
+   * as a deployment key, and every handshake reported a peer authenticated by a key anyone can
+   * guess.
+   */
+  @Test
+  void aDeploymentKeyOfOneRepeatedByteIsRefused() {
+    byte[] as = new byte[32];
+    java.util.Arrays.fill(as, (byte) 'a');
+    for (byte[] guessable : new byte[][] {new byte[32], as}) {
+      IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+          () -> new LocalHandshakerService("a", guessable));
+      assertTrue(e.getMessage().contains("one byte repeated"), e.getMessage());
+    }
+  }
+
   private static ByteString frame(byte[] message) {
     return ByteString.copyFrom(ByteBuffer.allocate(4).putInt(message.length).array())
         .concat(ByteString.copyFrom(message));
