@@ -17,11 +17,30 @@ final class AltsDefaults {
 
   private AltsDefaults() {}
 
-  /** The metadata server's handshaker, honouring {@code GCE_METADATA_HOST} as grpc-alts does. */
+  /** The environment variable that names the metadata server's host. */
+  private static final String METADATA_HOST_ENV = "GCE_METADATA_HOST";
+
+  /**
+   * The metadata server's handshaker, honouring {@code GCE_METADATA_HOST} as grpc-alts does.
+   *
+   * @throws IllegalArgumentException naming the variable, when its host and port 8080 make no
+   *     address (it has a port of its own, say)
+   */
   static String handshakerAddress() {
-    String host = System.getenv("GCE_METADATA_HOST");
-    return (host == null || host.isEmpty() ? "metadata.google.internal." : host)
-        + ":" + HANDSHAKER_PORT;
+    return handshakerAddress(System.getenv(METADATA_HOST_ENV));
+  }
+
+  /** The handshaker on port 8080 of {@code metadataHost}; null or empty: the metadata server. */
+  static String handshakerAddress(String metadataHost) {
+    String address = (metadataHost == null || metadataHost.isEmpty()
+        ? "metadata.google.internal." : metadataHost) + ":" + HANDSHAKER_PORT;
+    String problem = addressProblem(address);
+    if (problem != null) {
+      throw new IllegalArgumentException(METADATA_HOST_ENV + "='" + metadataHost
+          + "' makes the default handshakerAddress '" + address + "', which " + problem
+          + ": give a host without a port, or set handshakerAddress");
+    }
+    return address;
   }
 
   /**

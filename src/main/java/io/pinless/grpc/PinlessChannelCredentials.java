@@ -96,7 +96,8 @@ public final class PinlessChannelCredentials {
 
   /** Builds ALTS channel credentials. */
   public static final class AltsBuilder {
-    private String handshakerAddress = AltsDefaults.handshakerAddress();
+    /** Null until set: the metadata server's, found when the credentials are built. */
+    private String handshakerAddress;
     private final List<String> targetServiceAccounts = new ArrayList<>();
     private long handshakeTimeoutMillis = AltsDefaults.HANDSHAKE_TIMEOUT_MILLIS;
 
@@ -133,13 +134,16 @@ public final class PinlessChannelCredentials {
      * The credentials, for {@code Grpc.newChannelBuilder} or {@code NettyChannelBuilder}.
      *
      * @throws IllegalArgumentException if {@code pinless.alts.crypto} names no AES-GCM provider,
-     *     or names Conscrypt and it does not load
+     *     or names Conscrypt and it does not load, or if no handshaker address was set and
+     *     {@code GCE_METADATA_HOST} makes none
      */
     public ChannelCredentials build() {
       AltsDefaults.checkCrypto();
+      String address =
+          handshakerAddress != null ? handshakerAddress : AltsDefaults.handshakerAddress();
       return NettyNegotiators.altsClientCredentials(
           new NettyNegotiators.AltsOptions(
-              handshakerAddress, List.copyOf(targetServiceAccounts), handshakeTimeoutMillis));
+              address, List.copyOf(targetServiceAccounts), handshakeTimeoutMillis));
     }
   }
 }

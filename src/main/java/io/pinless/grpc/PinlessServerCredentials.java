@@ -93,7 +93,8 @@ public final class PinlessServerCredentials {
 
   /** Builds ALTS server credentials. */
   public static final class AltsBuilder {
-    private String handshakerAddress = AltsDefaults.handshakerAddress();
+    /** Null until set: the metadata server's, found when the credentials are built. */
+    private String handshakerAddress;
     private long handshakeTimeoutMillis = AltsDefaults.HANDSHAKE_TIMEOUT_MILLIS;
 
     private AltsBuilder() {}
@@ -120,12 +121,15 @@ public final class PinlessServerCredentials {
      * The credentials, for {@code Grpc.newServerBuilderForPort} or {@code NettyServerBuilder}.
      *
      * @throws IllegalArgumentException if {@code pinless.alts.crypto} names no AES-GCM provider,
-     *     or names Conscrypt and it does not load
+     *     or names Conscrypt and it does not load, or if no handshaker address was set and
+     *     {@code GCE_METADATA_HOST} makes none
      */
     public ServerCredentials build() {
       AltsDefaults.checkCrypto();
+      String address =
+          handshakerAddress != null ? handshakerAddress : AltsDefaults.handshakerAddress();
       return NettyNegotiators.altsServerCredentials(
-          new NettyNegotiators.AltsOptions(handshakerAddress, List.of(), handshakeTimeoutMillis));
+          new NettyNegotiators.AltsOptions(address, List.of(), handshakeTimeoutMillis));
     }
   }
 }

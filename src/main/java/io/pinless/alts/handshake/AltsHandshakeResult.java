@@ -115,7 +115,8 @@ public final class AltsHandshakeResult {
   public String toString() {
     return "ALTS peer " + peerServiceAccount
         + (authenticated ? "" : " (unauthenticated: the identity is only claimed)")
-        + " (local " + localServiceAccount + "), " + recordProtocol + ", frames up to " + maxFrameSize + " bytes, peer RPC "
+        + " (local " + localServiceAccount + "), " + recordProtocol
+        + ", frames up to " + maxFrameSize + " bytes, peer RPC "
         + peerRpcMajor + "." + peerRpcMinor;
   }
 }

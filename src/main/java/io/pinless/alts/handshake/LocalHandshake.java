@@ -31,7 +31,8 @@ import java.util.List;
  * </pre>
  *
  * <p>Memory: at most one partial message of the peer's (16 KiB and its length) between requests;
- * the secrets of the exchange from the hellos to the last MAC, wiped when it ends.
+ * the ephemeral private key until the peer's hello is in, and the derived secrets until the last
+ * MAC, dropped and wiped when the handshake ends.
  */
 final class LocalHandshake implements StreamObserver<HandshakerReq> {
   /** What the handshake waits for. */
@@ -72,6 +73,7 @@ final class LocalHandshake implements StreamObserver<HandshakerReq> {
   /** What this end asked for; 0 when it did not say. */
   private int maxFrameSize;
   private RpcProtocolVersions rpcVersions = RpcProtocolVersions.getDefaultInstance();
+  /** This end's ephemeral key pair, from its hello until the secrets are derived. */
   private LocalKeyAgreement keys;
   /** The client's hello as sent (the client end keeps its own; the server the peer's). */
   private byte[] clientHello;
@@ -275,6 +277,7 @@ final class LocalHandshake implements StreamObserver<HandshakerReq> {
             .build()
             .toByteArray();
     secrets = keys.secrets(peer.getPublicKey().toByteArray(), message, serverHello, deploymentKey);
+    keys = null;
     stage = Stage.CLIENT_FINISHED;
     return frame(serverHello).concat(frame(LocalFinished.newBuilder()
         .setMac(ByteString.copyFrom(secrets.mac(false))).build().toByteArray()));
@@ -302,6 +305,7 @@ final class LocalHandshake implements StreamObserver<HandshakerReq> {
     recordProtocol = peer.getRecordProtocols(0);
     frameSize = negotiate(maxFrameSize, peer.getMaxFrameSize());
     secrets = keys.secrets(peer.getPublicKey().toByteArray(), clientHello, message, deploymentKey);
+    keys = null;
     stage = Stage.SERVER_FINISHED;
   }
 
@@ -383,6 +387,8 @@ final class LocalHandshake implements StreamObserver<HandshakerReq> {
   private void end() {
     stage = Stage.ENDED;
     pending = ByteString.EMPTY;
+    // The private key and the hellos would rebuild every secret: none is kept past its use.
+    keys = null;
     if (secrets != null) {
       secrets.wipe();
     }

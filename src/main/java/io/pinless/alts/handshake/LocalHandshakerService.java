@@ -50,7 +50,9 @@ import java.util.List;
  *       finished MAC, and each checks the other's before it gives out the record key. An end
  *       without the key fails, and so does someone in between who runs an exchange with each end.
  *       The key proves membership of the deployment, not an identity: any holder may claim any
- *       name.
+ *       name. The service takes the local identity a request names, so every process that can
+ *       reach a keyed service (on the loopback interface, every process of its host) is such a
+ *       holder.
  *   <li>Without a key nothing is authenticated. Anyone who can reach the connection can claim any
  *       identity, and an active attacker on the path can read the traffic. pinless reports such
  *       a connection as {@code SecurityLevel.NONE}.
@@ -59,7 +61,9 @@ import java.util.List;
  * </ul>
  *
  * <p>The result says which in its peer identity's attribute {@link
- * HandshakerProtocol#AUTHENTICATION_ATTRIBUTE}, whatever the peer put there.
+ * HandshakerProtocol#AUTHENTICATION_ATTRIBUTE}, whatever the peer put there. grpc-java's own ALTS
+ * does not read it: over a service without a key it still reports {@code
+ * PRIVACY_AND_INTEGRITY} and the peer's claimed identity.
  *
  * <p>Only {@code ALTSRP_GCM_AES128_REKEY} is offered, as by every handshaker. The frame size is
  * the smaller of the two ends' (a peer's larger one is never taken). Failures (a request out of
@@ -98,7 +102,8 @@ public final class LocalHandshakerService implements BindableService {
    *
    * @param deploymentKey at least 16 secret bytes shared by the deployment's handshakers (copied
    *     here), or null for none
-   * @throws IllegalArgumentException if the account is empty or the key shorter than 16 bytes
+   * @throws IllegalArgumentException if the account is empty, or the key shorter than 16 bytes or
+   *     one byte repeated
    */
   public LocalHandshakerService(String serviceAccount, byte[] deploymentKey) {
     if (serviceAccount == null || serviceAccount.isEmpty()) {
@@ -108,8 +113,22 @@ public final class LocalHandshakerService implements BindableService {
       throw new IllegalArgumentException("deploymentKey is " + deploymentKey.length
           + " bytes; at least " + MIN_DEPLOYMENT_KEY_BYTES + " are needed");
     }
+    if (deploymentKey != null && oneByteRepeated(deploymentKey)) {
+      // A buffer never filled, most likely: a key anyone can guess.
+      throw new IllegalArgumentException("deploymentKey is one byte repeated ("
+          + deploymentKey.length + " times " + (deploymentKey[0] & 0xff) + "), not a secret");
+    }
     this.localIdentity = Identity.newBuilder().setServiceAccount(serviceAccount).build();
     this.deploymentKey = deploymentKey == null ? null : deploymentKey.clone();
+  }
+
+  private static boolean oneByteRepeated(byte[] key) {
+    for (byte b : key) {
+      if (b != key[0]) {
+        return false;
+      }
+    }
+    return true;
   }
 
   @Override

@@ -252,11 +252,14 @@ final class LocalKeyAgreement {
       mac.update(block);
       mac.update(info);
       mac.update((byte) counter);
+      Arrays.fill(block, (byte) 0);
       block = mac.doFinal();
       int n = Math.min(block.length, length - done);
       System.arraycopy(block, 0, out, done, n);
       done += n;
     }
+    // Each block is a copy of key bytes.
+    Arrays.fill(block, (byte) 0);
     return out;
   }
 }

@@ -3,6 +3,7 @@ package io.pinless.alts.handshake;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -266,11 +267,55 @@ class LocalHandshakeTest {
     assertEquals(131072, c2.getResult().getMaxFrameSize(), "what the server chose");
   }
 
+  /** The ephemeral X25519 key pair a handshake still references; null once it ended. */
+  private static Object keyPair(End end) throws ReflectiveOperationException {
+    java.lang.reflect.Field keys = LocalHandshake.class.getDeclaredField("keys");
+    keys.setAccessible(true);
+    return keys.get(end.requests);
+  }
+
+  /**
+   * Regression (review): an ended handshake kept its X25519 private key, which with the peer's
+   * public key in the hellos rebuilds the record key for as long as the stream object lives.
+   */
+  @Test
+  void anEndedHandshakeHoldsNoPrivateKey() throws Exception {
+    End client = new End("client-sa", KEY);
+    End server = new End("server-sa", KEY);
+    HandshakerResp[] last = relay(client, server);
+    assertTrue(last[0].hasResult() && last[1].hasResult());
+    assertNull(keyPair(client), "the client's key pair after its result");
+    assertNull(keyPair(server), "the server's key pair after its result");
+
+    End refused = new End("server-sa", OTHER_KEY);
+    relay(new End("client-sa", KEY), refused);
+    assertFailed(refused.next(frame(LocalFinished.newBuilder()
+            .setMac(ByteString.copyFrom(new byte[32])).build().toByteArray())),
+        Status.Code.UNAUTHENTICATED, "client's handshake MAC does not verify");
+    assertNull(keyPair(refused), "the server's key pair after it refused");
+  }
+
   @Test
   void aShortDeploymentKeyIsRefused() {
     IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
         () -> new LocalHandshakerService("a", new byte[15]));
     assertTrue(e.getMessage().contains("15 bytes"), e.getMessage());
+  }
+
+  /**
+   * Regression (review): a key buffer never filled (all zero bytes) or one byte repeated was taken
+   * as a deployment key, and every handshake reported a peer authenticated by a key anyone can
+   * guess.
+   */
+  @Test
+  void aDeploymentKeyOfOneRepeatedByteIsRefused() {
+    byte[] as = new byte[32];
+    java.util.Arrays.fill(as, (byte) 'a');
+    for (byte[] guessable : new byte[][] {new byte[32], as}) {
+      IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+          () -> new LocalHandshakerService("a", guessable));
+      assertTrue(e.getMessage().contains("one byte repeated"), e.getMessage());
+    }
   }
 
   private static ByteString frame(byte[] message) {
