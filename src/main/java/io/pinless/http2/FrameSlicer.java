@@ -496,21 +496,30 @@ public final class FrameSlicer {
   }
 
   /**
-   * Hands on a join as one DATA frame of its stream with {@code flags}. One that is not nearly
-   * full goes on as a right-sized copy: a join's buffer is 4 KiB, and gRPC may hold it until its
-   * message is whole.
+   * Hands on a join as one DATA frame of its stream with {@code flags}, {@link #rightSized}.
    */
   private void handOnJoin(ChannelHandlerContext ctx, int join, int flags) {
     int stream = joinStreams[join];
-    ByteBuf joined = takeJoin(join);
-    if (joined.readableBytes() < joined.capacity() - joined.capacity() / 8) {
-      ByteBuf right = newCopy(ctx, joined.readableBytes()).writeBytes(joined);
-      joined.release();
-      joined = right;
-    }
+    ByteBuf joined = rightSized(ctx, takeJoin(join));
     setDataHeader(joined, 0, joined.readableBytes() - FRAME_HEADER_BYTES, flags, stream);
     countData(false, joined.readableBytes());
     handOn(ctx, joined);
+  }
+
+  /**
+   * A copy that goes on in a buffer at most 1/8 larger than its bytes: gRPC may hold it until its
+   * message is whole, and a join's or a gather's buffer is sized for more than it may get.
+   *
+   * @param copy owned: returned as is, or released once its bytes are copied
+   * @return owned by the caller
+   */
+  private ByteBuf rightSized(ChannelHandlerContext ctx, ByteBuf copy) {
+    if (copy.readableBytes() >= copy.capacity() - copy.capacity() / 8) {
+      return copy;
+    }
+    ByteBuf right = newCopy(ctx, copy.readableBytes()).writeBytes(copy);
+    copy.release();
+    return right;
   }
 
   /** Hands on every open join. */
@@ -662,7 +671,7 @@ public final class FrameSlicer {
     if (gathered == null) {
       return;
     }
-    ByteBuf out = gathered;
+    ByteBuf out = rightSized(ctx, gathered);
     gathered = null;
     int flags = left == 0 ? dataFlags : dataFlags & ~FLAG_END_STREAM;
     setDataHeader(out, 0, out.readableBytes() - FRAME_HEADER_BYTES, flags, dataStreamId);
