@@ -196,7 +196,8 @@ class FrameSlicerFuzzTest {
 
   /**
    * What the slicer may hold between batches after {@code fed} bytes: nothing at a frame
-   * boundary; inside a frame, the bytes of it received, or one gathered copy.
+   * boundary or after an over-long frame; a cut header; inside a frame, the bytes of it received,
+   * or one gathered copy.
    */
   private static int heldBound(byte[] stream, boolean server, int maxFrameSize, int fed) {
     int pos = server ? PREFACE.length : 0;
@@ -204,8 +205,8 @@ class FrameSlicerFuzzTest {
       return fed;
     }
     while (pos < fed) {
-      if (stream.length - pos < FrameHeader.BYTES) {
-        return fed - pos;
+      if (fed - pos < FrameHeader.BYTES) {
+        return fed - pos; // a cut header
       }
       int length = medium(stream, pos);
       if (length > maxFrameSize) {
