@@ -8,6 +8,8 @@ import io.netty.buffer.ByteBuf;
  * <pre>
  *   | length u24 BE | type u8 | flags u8 | R + stream id u31 |   9 bytes, then the payload
  * </pre>
+ *
+ * <p>Memory: none; it writes into buffers its callers own.
  */
 final class FrameHeader {
   /** A frame header's size. */
