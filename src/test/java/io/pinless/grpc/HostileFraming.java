@@ -44,7 +44,7 @@ import java.util.concurrent.TimeUnit;
  *
  * <pre>
  *   java -Xmx512m -XX:G1HeapRegionSize=32m -Dio.netty.leakDetection.level=disabled \
- *       -cp ... io.pinless.grpc.HostileFraming [stock | PLAINTEXT,ALTS,...]
+ *       -cp ... io.pinless.grpc.HostileFraming [stock | PLAINTEXT,STOCK_PLAINTEXT,ALTS,...]
  * </pre>
  */
 final class HostileFraming {
@@ -244,13 +244,15 @@ final class HostileFraming {
 
   /**
    * Prints one line per shape: {@code hostile-framing SECURITY frame record bytesPerByte seconds}.
-   * With {@code stock}, the stock transports instead; with a list of transports, only those.
+   * With {@code stock}, the stock transports instead; with a list of transports (pinless's or
+   * stock's, say {@code PLAINTEXT,STOCK_PLAINTEXT}), only those.
    */
   public static void main(String[] args) throws Exception {
     boolean stock = args.length > 0 && args[0].equals("stock");
     List<Shape> shapes = new ArrayList<>(shapes(stock));
     if (args.length > 0 && !stock) {
       List<String> only = List.of(args[0].split(","));
+      shapes.addAll(shapes(true));
       shapes.removeIf(s -> !only.contains(s.security().name()));
     }
     try (Handshaker handshakers = Handshaker.start()) {

@@ -679,6 +679,39 @@ class Http2FrameSlicerTest {
     r.finish();
   }
 
+  /**
+   * A hostile peer sends 1-byte DATA frames taking turns across streams, and reads cut them
+   * anywhere. A join that a cut frame takes over still goes on in a buffer at most 1/8 larger than
+   * its bytes: gRPC holds every piece until its message is whole, so a 4 KiB buffer carrying 1 KiB
+   * would cost four bytes per payload byte.
+   */
+  @Test
+  void joinsTakenOverByCutFramesGoOnRightSized() {
+    List<byte[]> parts = new ArrayList<>();
+    for (int i = 0; i < 3000; i++) {
+      for (int stream : new int[] {1, 3, 5, 7}) {
+        parts.add(frame(0, 0, stream, new byte[] {(byte) (i + stream)}));
+      }
+    }
+    byte[] stream = concat(parts);
+    Run r = new Run(false, true);
+    List<ByteBuf> reads = new ArrayList<>();
+    for (int from = 0; from < stream.length; from += 7) {
+      int n = Math.min(7, stream.length - from);
+      ByteBuf read = PooledByteBufAllocator.DEFAULT.directBuffer(FrameSlicer.HEADROOM_BYTES + n);
+      read.writerIndex(FrameSlicer.HEADROOM_BYTES).readerIndex(FrameSlicer.HEADROOM_BYTES);
+      reads.add(read.writeBytes(stream, from, n));
+    }
+    r.ch.writeInbound(reads.toArray());
+    assertEquals(dataByStream(stream, new TreeMap<>()).get(5).toString(),
+        dataByStream(r.keep.concatenated(), new TreeMap<>()).get(5).toString());
+    for (ByteBuf out : r.keep.handedOn) {
+      assertTrue(out.readableBytes() >= out.capacity() - out.capacity() / 8,
+          out.readableBytes() + " bytes handed on in a buffer of " + out.capacity());
+    }
+    r.finish();
+  }
+
   @Test
   void passesOtherMessagesThrough() {
     Run r = new Run(false);
