@@ -3,6 +3,7 @@ package io.pinless.connection;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
@@ -119,6 +120,25 @@ class ConnectionHandlerBudgetTest {
     assertEquals(0, released.getInt(5), "stream 0");
     assertEquals(4000, released.getInt(9), "the withheld credit, once released");
     released.release();
+  }
+
+  @Test
+  void messagesClaimedButNeverSentOweNoMoreThanTheBudget() {
+    // Over the budget, and 200 streams each with a 5-byte prefix claiming 900 bytes (within the
+    // limit): 180,000 bytes claimed, far past the peer's window. The hold may owe them no more
+    // than one budget of credit, or a peer that lies in its prefixes is never held.
+    ByteBuf in = message(40_000, 40_000);
+    for (int stream = 3; stream < 3 + 2 * 200; stream += 2) {
+      frame(in, DATA, 0, stream, Unpooled.buffer().writeByte(0).writeInt(900));
+    }
+    batch(in);
+    ch.writeAndFlush(windowUpdate(0, 200_000));
+    long released = 0;
+    for (ByteBuf out; (out = ch.readOutbound()) != null; ) {
+      released += out.getInt(9);
+      out.release();
+    }
+    assertTrue(released <= 1000, "credit given while held: " + released);
   }
 
   @Test
