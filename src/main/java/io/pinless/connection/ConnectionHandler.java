@@ -33,9 +33,10 @@ import java.util.function.BiConsumer;
  * pin, it withholds the connection-level WINDOW_UPDATE frames grpc-netty writes and goes on
  * reading: the peer may send only the window it holds, and PINGs are still answered. A hold gives
  * the messages under way when it began the credit they still need, up to the budget's limit in
- * all (their lengths are the peer's claims), so a message already started completes. Once the budget clears, the withheld credit goes out as one WINDOW_UPDATE. Reads stop
- * only when the peer sends past the window it was granted, or when a write was no buffer (the
- * window is then unknown). While held, the connection holds at most the budget, what incomplete
+ * all (their lengths are the peer's claims), so a message already started completes. Once the
+ * budget clears, the withheld credit goes out as one WINDOW_UPDATE. Reads stop only when the peer
+ * sends past the window it was granted, or when a write was no buffer (the window is then
+ * unknown). While held, the connection holds at most the budget, what incomplete
  * messages pin (bounded by gRPC's own limits on message size and streams), and {@link
  * FrameSlicer#PIN_RATIO} times the peer's window at the hold's start.
  *
