@@ -231,7 +231,8 @@ public final class InboundMessages {
     padLeft = 0;
     untouchedFrameBytes = FRAME_HEADER_BYTES + length;
     Message m = messages == null ? null : messages.get(stream);
-    if (m != null) {
+    // An empty frame carries nothing and costs the peer no window: it must not lift the budget.
+    if (m != null && length > 0) {
       addFrameBytes(m, FRAME_HEADER_BYTES + length);
       untouchedFrameBytes = 0;
     }

@@ -142,6 +142,20 @@ class ConnectionHandlerBudgetTest {
   }
 
   @Test
+  void emptyDataFramesOnAnIncompleteMessageDoNotRaiseTheAllowance() {
+    // Over the budget, then a message started on stream 3 and 20,000 empty DATA frames on it:
+    // they cost the peer no window and carry no message byte, so they must not lift the budget.
+    ByteBuf in = message(40_000, 40_000);
+    frame(in, DATA, 0, 3, Unpooled.buffer().writeByte(0).writeInt(900));
+    for (int i = 0; i < 20_000; i++) {
+      frame(in, DATA, 0, 3, Unpooled.EMPTY_BUFFER);
+    }
+    batch(in);
+    ch.writeAndFlush(windowUpdate(0, 4000));
+    assertNull(ch.readOutbound(), "the connection's update is withheld");
+  }
+
+  @Test
   void anIncompleteMessageWithinTheLimitIsNotHeldBackByTheBudget() {
     // 1144 bytes over a 1000-byte budget: a 900-byte message, 600 bytes of it in padded frames.
     ByteBuf in = frame(Unpooled.buffer(), SETTINGS, 0, 0, Unpooled.EMPTY_BUFFER);
