@@ -197,6 +197,12 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
   public void write(ChannelHandlerContext ctx, Object msg, ChannelPromise promise) {
     if (window != null) {
       if (!(msg instanceof ByteBuf)) {
+        // The walk ends here: the withheld credit goes out while a frame boundary is known.
+        window.unhold();
+        ByteBuf update = window.release(ctx.alloc());
+        if (update != null) {
+          writeOn(ctx, update, ctx.newPromise());
+        }
         window.lost();
       } else if (window.write((ByteBuf) msg)) {
         ((ByteBuf) msg).release();

@@ -156,6 +156,30 @@ class ConnectionHandlerBudgetTest {
   }
 
   @Test
+  void creditWithheldBeforeAWriteThatIsNoBufferStillGoesOut() {
+    batch(message(2000, 2000));
+    ch.writeAndFlush(windowUpdate(0, 4000));
+    assertNull(ch.readOutbound(), "the connection's update is withheld");
+    // A write the window cannot walk: from here on it knows no frame boundary.
+    ch.writeAndFlush("not a buffer");
+    long released = 0;
+    for (Object out; (out = ch.readOutbound()) != null; ) {
+      if (out instanceof ByteBuf) {
+        released += ((ByteBuf) out).getInt(9);
+        ((ByteBuf) out).release();
+      }
+    }
+    keeper.releaseAll();
+    ch.runPendingTasks();
+    ch.flush();
+    for (Object out; (out = ch.readOutbound()) != null; ) {
+      released += ((ByteBuf) out).getInt(9);
+      ((ByteBuf) out).release();
+    }
+    assertEquals(4000, released, "the withheld credit is not lost");
+  }
+
+  @Test
   void anIncompleteMessageWithinTheLimitIsNotHeldBackByTheBudget() {
     // 1144 bytes over a 1000-byte budget: a 900-byte message, 600 bytes of it in padded frames.
     ByteBuf in = frame(Unpooled.buffer(), SETTINGS, 0, 0, Unpooled.EMPTY_BUFFER);
