@@ -16,6 +16,7 @@ import io.pinless.read.ReadPolicy;
 import io.pinless.testing.ReadCounter;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -177,6 +178,19 @@ class ConnectionHandlerBudgetTest {
       ((ByteBuf) out).release();
     }
     assertEquals(4000, released, "the withheld credit is not lost");
+  }
+
+  @Test
+  void aBudgetThatClearsOnAnIdleConnectionReleasesTheCreditOnTheSweepTimer() {
+    batch(message(2000, 2000));
+    ch.writeAndFlush(windowUpdate(0, 4000));
+    assertNull(ch.readOutbound(), "the connection's update is withheld");
+    keeper.releaseAll(); // on no read, write or flush of this connection
+    ch.advanceTimeBy(ReadPolicy.SWEEP_MILLIS, TimeUnit.MILLISECONDS);
+    ch.runScheduledPendingTasks();
+    ByteBuf released = ch.readOutbound();
+    assertEquals(4000, released.getInt(9), "the withheld credit, on the timer");
+    released.release();
   }
 
   @Test
