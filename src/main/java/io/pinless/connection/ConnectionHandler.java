@@ -32,10 +32,11 @@ import java.util.function.BiConsumer;
  * ReadPolicy.Valve}. While the read budget is exceeded by more than what incomplete gRPC messages
  * pin, it withholds the connection-level WINDOW_UPDATE frames grpc-netty writes and goes on
  * reading: the peer may send only the window it holds, and PINGs are still answered. A hold gives
- * the messages under way when it began the credit they still need, so a message already started
- * completes. Once the budget clears, the withheld credit goes out as one WINDOW_UPDATE. Reads stop
- * only when the peer sends past the window it was granted, or when a write was no buffer (the
- * window is then unknown). While held, the connection holds at most the budget, what incomplete
+ * the messages under way when it began the credit they still need, up to the budget's limit in
+ * all (their lengths are the peer's claims), so a message already started completes. Once the
+ * budget clears, the withheld credit goes out as one WINDOW_UPDATE. Reads stop only when the peer
+ * sends past the window it was granted, or when a write was no buffer (the window is then
+ * unknown). While held, the connection holds at most the budget, what incomplete
  * messages pin (bounded by gRPC's own limits on message size and streams), and {@link
  * FrameSlicer#PIN_RATIO} times the peer's window at the hold's start.
  *
@@ -196,6 +197,12 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
   public void write(ChannelHandlerContext ctx, Object msg, ChannelPromise promise) {
     if (window != null) {
       if (!(msg instanceof ByteBuf)) {
+        // The walk ends here: the withheld credit goes out while a frame boundary is known.
+        window.unhold();
+        ByteBuf update = window.release(ctx.alloc());
+        if (update != null) {
+          writeOn(ctx, update, ctx.newPromise());
+        }
         window.lost();
       } else if (window.write((ByteBuf) msg)) {
         ((ByteBuf) msg).release();
@@ -270,7 +277,9 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
     public boolean holdPeer(boolean exceeded) {
       if (exceeded && !window.holding()) {
         long credit = Math.max(0, window.granted() - messages.dataBytes());
-        window.hold(messages.remainingBytes() - credit);
+        // A prefix is only a claim: owe at most one budget, whatever the peer says is to come.
+        long owed = Math.min(messages.remainingBytes(), reads.budget().limitBytes());
+        window.hold(owed - credit);
       } else if (!exceeded && window.holding()) {
         window.unhold();
       }

@@ -15,10 +15,10 @@ import io.netty.util.collection.IntObjectHashMap;
  * </pre>
  *
  * <p>A stream has an entry only while its current message is incomplete: from the first byte of
- * its prefix to the last of its message. An END_STREAM, or a RST_STREAM in either direction
- * ({@link #forget}), drops it. A message longer than the limit given at construction is outside
- * the limits: its bytes count toward nothing ({@link #pendingFrameBytes}, {@link
- * #remainingBytes}), and gRPC refuses it or the budget holds it back.
+ * its prefix to the last of its message. An END_STREAM (on DATA, or on HEADERS: trailers), or a
+ * RST_STREAM in either direction ({@link #forget}), drops it. A message longer than the limit
+ * given at construction is outside the limits: its bytes count toward nothing ({@link
+ * #pendingFrameBytes}, {@link #remainingBytes}), and gRPC refuses it or the budget holds it back.
  *
  * <p>It reads only headers, pad lengths and gRPC prefixes; it never looks at message bytes and
  * never rejects input (a protocol error is grpc-netty's to find).
@@ -32,6 +32,7 @@ public final class InboundMessages {
   /** A gRPC message's prefix: a compressed flag and a 4-byte length. */
   static final int GRPC_PREFIX_BYTES = 5;
   private static final int TYPE_DATA = 0x0;
+  private static final int TYPE_HEADERS = 0x1;
   private static final int TYPE_RST_STREAM = 0x3;
   private static final int FLAG_END_STREAM = 0x1;
   private static final int FLAG_PADDED = 0x8;
@@ -216,7 +217,8 @@ public final class InboundMessages {
 
   private void startFrame(int length, int type, int flags, int stream) {
     left = length;
-    if (type == TYPE_RST_STREAM) {
+    if (type == TYPE_RST_STREAM
+        || type == TYPE_HEADERS && (flags & FLAG_END_STREAM) != 0) {
       drop(stream);
     }
     if (type != TYPE_DATA) {
@@ -229,7 +231,8 @@ public final class InboundMessages {
     padLeft = 0;
     untouchedFrameBytes = FRAME_HEADER_BYTES + length;
     Message m = messages == null ? null : messages.get(stream);
-    if (m != null) {
+    // An empty frame carries nothing and costs the peer no window: it must not lift the budget.
+    if (m != null && length > 0) {
       addFrameBytes(m, FRAME_HEADER_BYTES + length);
       untouchedFrameBytes = 0;
     }

@@ -3,6 +3,7 @@ package io.pinless.connection;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
@@ -15,6 +16,7 @@ import io.pinless.read.ReadPolicy;
 import io.pinless.testing.ReadCounter;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -118,6 +120,76 @@ class ConnectionHandlerBudgetTest {
     ByteBuf released = ch.readOutbound();
     assertEquals(0, released.getInt(5), "stream 0");
     assertEquals(4000, released.getInt(9), "the withheld credit, once released");
+    released.release();
+  }
+
+  @Test
+  void messagesClaimedButNeverSentOweNoMoreThanTheBudget() {
+    // Over the budget, and 200 streams each with a 5-byte prefix claiming 900 bytes (within the
+    // limit): 180,000 bytes claimed, far past the peer's window. The hold may owe them no more
+    // than one budget of credit, or a peer that lies in its prefixes is never held.
+    ByteBuf in = message(40_000, 40_000);
+    for (int stream = 3; stream < 3 + 2 * 200; stream += 2) {
+      frame(in, DATA, 0, stream, Unpooled.buffer().writeByte(0).writeInt(900));
+    }
+    batch(in);
+    ch.writeAndFlush(windowUpdate(0, 200_000));
+    long released = 0;
+    for (ByteBuf out; (out = ch.readOutbound()) != null; ) {
+      released += out.getInt(9);
+      out.release();
+    }
+    assertTrue(released <= 1000, "credit given while held: " + released);
+  }
+
+  @Test
+  void emptyDataFramesOnAnIncompleteMessageDoNotRaiseTheAllowance() {
+    // Over the budget, then a message started on stream 3 and 20,000 empty DATA frames on it:
+    // they cost the peer no window and carry no message byte, so they must not lift the budget.
+    ByteBuf in = message(40_000, 40_000);
+    frame(in, DATA, 0, 3, Unpooled.buffer().writeByte(0).writeInt(900));
+    for (int i = 0; i < 20_000; i++) {
+      frame(in, DATA, 0, 3, Unpooled.EMPTY_BUFFER);
+    }
+    batch(in);
+    ch.writeAndFlush(windowUpdate(0, 4000));
+    assertNull(ch.readOutbound(), "the connection's update is withheld");
+  }
+
+  @Test
+  void creditWithheldBeforeAWriteThatIsNoBufferStillGoesOut() {
+    batch(message(2000, 2000));
+    ch.writeAndFlush(windowUpdate(0, 4000));
+    assertNull(ch.readOutbound(), "the connection's update is withheld");
+    // A write the window cannot walk: from here on it knows no frame boundary.
+    ch.writeAndFlush("not a buffer");
+    long released = 0;
+    for (Object out; (out = ch.readOutbound()) != null; ) {
+      if (out instanceof ByteBuf) {
+        released += ((ByteBuf) out).getInt(9);
+        ((ByteBuf) out).release();
+      }
+    }
+    keeper.releaseAll();
+    ch.runPendingTasks();
+    ch.flush();
+    for (Object out; (out = ch.readOutbound()) != null; ) {
+      released += ((ByteBuf) out).getInt(9);
+      ((ByteBuf) out).release();
+    }
+    assertEquals(4000, released, "the withheld credit is not lost");
+  }
+
+  @Test
+  void aBudgetThatClearsOnAnIdleConnectionReleasesTheCreditOnTheSweepTimer() {
+    batch(message(2000, 2000));
+    ch.writeAndFlush(windowUpdate(0, 4000));
+    assertNull(ch.readOutbound(), "the connection's update is withheld");
+    keeper.releaseAll(); // on no read, write or flush of this connection
+    ch.advanceTimeBy(ReadPolicy.SWEEP_MILLIS, TimeUnit.MILLISECONDS);
+    ch.runScheduledPendingTasks();
+    ByteBuf released = ch.readOutbound();
+    assertEquals(4000, released.getInt(9), "the withheld credit, on the timer");
     released.release();
   }
 

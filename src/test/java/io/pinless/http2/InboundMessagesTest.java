@@ -95,6 +95,21 @@ class InboundMessagesTest {
   }
 
   @Test
+  void trailersEndingAStreamMidMessageDropItsMessage() {
+    // A peer that ends a stream with HEADERS (trailers) while its message is incomplete: the
+    // claimed 900 bytes never come and must not stay owed for the life of the connection.
+    ByteBuf in = Unpooled.buffer();
+    frame(in, DATA, 0, 1, grpcPrefix(900).writeZero(10));
+    frame(in, HEADERS, END_STREAM | 0x4, 1, Unpooled.wrappedBuffer(new byte[7]));
+    frame(in, DATA, 0, 3, grpcPrefix(100));
+    InboundMessages m = readSplit(in, 1000);
+    assertEquals(1, m.incompleteMessages(), "only stream 3's message is under way");
+    assertEquals(100, m.remainingBytes());
+    assertEquals(9 + 5, m.pendingFrameBytes());
+    in.release();
+  }
+
+  @Test
   void aMessageOverTheLimitCountsTowardNothing() {
     ByteBuf in = Unpooled.buffer();
     frame(in, DATA, 0, 1, grpcPrefix(1001).writeZero(100));
