@@ -27,8 +27,11 @@ import javax.net.ssl.SSLException;
  * path through the installed stage.
  *
  * <p>The engine's delegated tasks (certificate checks, key agreement) run on the executor given,
- * never on the event loop; records that arrive meanwhile wait. Every record header is checked
- * before the record is awaited: a peer that does not speak TLS fails at its first bytes.
+ * never on the event loop; records that arrive meanwhile wait. An executor that refuses them (its
+ * queue is full) fails the handshake. Tasks left when the handshake ends (its deadline, the
+ * connection's close) are skipped, and the engine is released once the running one returns or
+ * throws, whatever it throws. Every record header is checked before the record is awaited: a
+ * peer that does not speak TLS fails at its first bytes.
  *
  * <p>Failure: a header that is not TLS, a record above 2^14 + 2048 bytes, an engine error (an
  * untrusted, expired or wrong-host certificate, a missing client certificate, an alert), a peer
@@ -54,7 +57,8 @@ public final class TlsHandshakeHandler extends ChannelInboundHandlerAdapter {
   /** Plaintext the engine opened with the handshake's last record; null when none. */
   private ByteBuf early;
   private boolean started;
-  private boolean ended;
+  /** The handshake ended; the task thread reads it to skip the tasks left. */
+  private volatile boolean ended;
   /** Delegated tasks are running on {@link #tasks}: the engine is not touched meanwhile. */
   private boolean taskRunning;
   /** The engine went to the record stage: the stage releases it. */
@@ -335,26 +339,38 @@ public final class TlsHandshakeHandler extends ChannelInboundHandlerAdapter {
     }
   }
 
-  /** Runs the engine's delegated tasks on the executor, then steps on, on the event loop. */
+  /**
+   * Runs the engine's delegated tasks on the executor, then steps on, on the event loop. The
+   * engine is not touched on the loop meanwhile.
+   */
   private void runTasks() {
     taskRunning = true;
-    Runnable all = () -> {
-      Throwable error = null;
-      try {
-        Runnable task;
-        while ((task = engine.getDelegatedTask()) != null) {
-          task.run();
-        }
-      } catch (RuntimeException e) {
-        error = e;
-      }
-      Throwable failed = error;
-      ctx.executor().execute(() -> tasksDone(failed));
-    };
     try {
-      tasks.execute(all);
+      tasks.execute(this::runTasksOffLoop);
     } catch (RejectedExecutionException e) {
-      all.run();
+      taskRunning = false;
+      fail("the TLS handshake could not queue its engine's tasks: " + e.getMessage(), e);
+    }
+  }
+
+  /** On the executor: the engine's tasks until none is left or the handshake has ended. */
+  private void runTasksOffLoop() {
+    Throwable error = null;
+    try {
+      Runnable task;
+      while (!ended && (task = engine.getDelegatedTask()) != null) {
+        task.run();
+      }
+    } catch (Throwable t) {
+      // An Error too: the loop still hears of it, fails the handshake and releases the engine.
+      error = t;
+    }
+    Throwable failed = error;
+    try {
+      ctx.executor().execute(() -> tasksDone(failed));
+    } catch (RejectedExecutionException e) {
+      // The event loop has shut down: nothing else will release the engine.
+      releaseEngine();
     }
   }
 
