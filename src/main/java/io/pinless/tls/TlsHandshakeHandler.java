@@ -63,6 +63,8 @@ public final class TlsHandshakeHandler extends ChannelInboundHandlerAdapter {
   private boolean taskRunning;
   /** The engine went to the record stage: the stage releases it. */
   private boolean engineHandedOver;
+  /** The engine took a record since it was last asked with no input. */
+  private boolean tookRecord;
   private ScheduledFuture<?> deadline;
 
   /**
@@ -275,7 +277,10 @@ public final class TlsHandshakeHandler extends ChannelInboundHandlerAdapter {
   }
 
   /**
-   * Gives the engine the next whole record, if it has come.
+   * Gives the engine the next whole record, if it has come. With none, an engine that took a
+   * record since it was last asked is asked once with no input: OpenSSL's engine finishes a
+   * handshake that the client's last flight completed only then, so a client that sends nothing
+   * after it (one that selected no protocol the server speaks) is not left waiting.
    *
    * @param again the engine asks to be called without new input
    * @return what the engine needs next; null when the record is not complete yet
@@ -285,18 +290,13 @@ public final class TlsHandshakeHandler extends ChannelInboundHandlerAdapter {
     int recordBytes = 0;
     if (again) {
       src = NOTHING[0];
+    } else if (!wholeRecordPending()) {
+      return tookRecord ? askWithNoInput() : null;
     } else {
-      if (pending == null || pending.readableBytes() < TlsRecords.HEADER_BYTES) {
-        return null;
-      }
       int start = pending.readerIndex();
-      recordBytes = TlsRecords.HEADER_BYTES + TlsRecords.checkHeader(
-          pending.getUnsignedByte(start), pending.getUnsignedByte(start + 1),
-          pending.getUnsignedByte(start + 2), pending.getUnsignedShort(start + 3));
-      if (pending.readableBytes() < recordBytes) {
-        return null;
-      }
+      recordBytes = TlsRecords.HEADER_BYTES + pending.getUnsignedShort(start + 3);
       src = pending.nioBuffer(start, recordBytes);
+      tookRecord = true;
     }
     ByteBuf plaintext = ctx.alloc().directBuffer(
         EARLY_HEADROOM_BYTES + engine.getSession().getApplicationBufferSize());
@@ -326,6 +326,42 @@ public final class TlsHandshakeHandler extends ChannelInboundHandlerAdapter {
       if (plaintext != null) {
         plaintext.release();
       }
+    }
+  }
+
+  /** True when {@link #pending} holds a whole record; its header is checked first. */
+  private boolean wholeRecordPending() {
+    if (pending == null || pending.readableBytes() < TlsRecords.HEADER_BYTES) {
+      return false;
+    }
+    int start = pending.readerIndex();
+    int recordBytes = TlsRecords.HEADER_BYTES + TlsRecords.checkHeader(
+        pending.getUnsignedByte(start), pending.getUnsignedByte(start + 1),
+        pending.getUnsignedByte(start + 2), pending.getUnsignedShort(start + 3));
+    return pending.readableBytes() >= recordBytes;
+  }
+
+  /**
+   * Asks the engine for its next step with no input, once per record taken.
+   *
+   * @return what the engine needs next; null when it still waits for the peer
+   */
+  private HandshakeStatus askWithNoInput() throws SSLException {
+    tookRecord = false;
+    ByteBuf sink = ctx.alloc().directBuffer(engine.getSession().getApplicationBufferSize());
+    try {
+      SSLEngineResult result =
+          engine.unwrap(NOTHING[0], sink.nioBuffer(0, sink.writableBytes()));
+      if (result.getStatus() == SSLEngineResult.Status.CLOSED) {
+        throw new SSLException("the peer closed TLS during the handshake");
+      }
+      if (result.bytesProduced() > 0) {
+        keepEarly(sink.writerIndex(result.bytesProduced()).retain());
+      }
+      HandshakeStatus next = result.getHandshakeStatus();
+      return next == HandshakeStatus.NEED_UNWRAP ? null : next;
+    } finally {
+      sink.release();
     }
   }
 
