@@ -43,7 +43,8 @@ class FakeTls13Engine extends SSLEngine {
       (proxy, method, args) -> switch (method.getName()) {
         case "getProtocol" -> "TLSv1.3";
         case "getCipherSuite" -> "TLS_AES_128_GCM_SHA256";
-        case "getPacketBufferSize" -> TlsRecords.HEADER_BYTES + TlsRecords.MAX_PLAINTEXT_BYTES + 256;
+        case "getPacketBufferSize" ->
+            TlsRecords.HEADER_BYTES + TlsRecords.MAX_PLAINTEXT_BYTES + 256;
         case "getApplicationBufferSize" -> TlsRecords.MAX_PLAINTEXT_BYTES;
         case "isValid" -> true;
         case "hashCode" -> System.identityHashCode(proxy);

@@ -44,6 +44,8 @@ class TlsRecordStageFuzzTest {
   private static final int PLAINTEXT_ALERT = 5;
   private static final int CLOSE_NOTIFY = 6;
   private static final int RENEGOTIATION = 7;
+  /** Plaintext that either engine seals into one record, so a bad piece has no good record. */
+  private static final int ONE_RECORD_BYTES = 16_000;
 
   private static SslContext context(boolean client) {
     try {
@@ -155,7 +157,7 @@ class TlsRecordStageFuzzTest {
           stream.wire.writeBytes(data.consumeBytes(data.consumeInt(1, 64)));
           break;
         case TRUNCATED: {
-          byte[] record = seal(server, pattern(data.consumeInt(1, 20_000), i));
+          byte[] record = seal(server, pattern(data.consumeInt(1, ONE_RECORD_BYTES), i));
           stream.bad();
           stream.wire.write(record, 0, data.consumeInt(0, record.length - 1));
           break;
@@ -169,7 +171,7 @@ class TlsRecordStageFuzzTest {
           break;
         }
         case FLIPPED: {
-          byte[] record = seal(server, pattern(data.consumeInt(1, 20_000), i));
+          byte[] record = seal(server, pattern(data.consumeInt(1, ONE_RECORD_BYTES), i));
           int bit = data.consumeInt(0, record.length * 8 - 1);
           record[bit / 8] ^= (byte) (1 << (bit % 8));
           stream.bad();
@@ -178,7 +180,8 @@ class TlsRecordStageFuzzTest {
         }
         case PLAINTEXT_ALERT:
           stream.bad();
-          stream.wire.writeBytes(new byte[] {21, 3, 3, 0, 2, data.consumeByte(), data.consumeByte()});
+          stream.wire.writeBytes(
+              new byte[] {21, 3, 3, 0, 2, data.consumeByte(), data.consumeByte()});
           break;
         case CLOSE_NOTIFY:
           server.closeOutbound();
