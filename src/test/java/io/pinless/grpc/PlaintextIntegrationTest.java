@@ -213,35 +213,57 @@ class PlaintextIntegrationTest {
   @Test
   void deadlineMidStream() throws Exception {
     try (Loopback lb = start(Transport.NIO)) {
-      // Connected (and handshaken) first: the deadline covers only the stream.
-      assertArrayEquals(message(5, 5),
-          ClientCalls.blockingUnaryCall(lb.channel, TestService.UNARY, CallOptions.DEFAULT,
-              message(5, 5)));
-      List<byte[]> received = java.util.Collections.synchronizedList(new ArrayList<>());
-      CompletableFuture<Status> closed = new CompletableFuture<>();
-      ClientCall<byte[], byte[]> call = lb.channel.newCall(TestService.BIDI,
-          CallOptions.DEFAULT.withDeadlineAfter(300, TimeUnit.MILLISECONDS));
-      call.start(new ClientCall.Listener<byte[]>() {
-        @Override
-        public void onMessage(byte[] message) {
-          received.add(message);
-        }
+      deadlineMidStream(lb.channel);
+    }
+  }
 
-        @Override
-        public void onClose(Status status, Metadata trailers) {
-          closed.complete(status);
-        }
-      }, new Metadata());
-      call.request(Integer.MAX_VALUE);
-      call.sendMessage(message(65536, 0));
-      // The server echoes and waits for the client's next message or half-close, which never
-      // come: only the deadline ends the call, however slow the machine.
-      Status status = closed.get(60, TimeUnit.SECONDS); // a hang guard
-      assertEquals(Status.Code.DEADLINE_EXCEEDED, status.getCode(), status.toString());
-      assertTrue(received.size() <= 1, received.size() + " echoes of one message");
-      for (byte[] echo : received) {
-        assertArrayEquals(message(65536, 0), echo);
+  /** The same through a link that holds back every piece towards the client, as a slow machine. */
+  @Test
+  void deadlineMidStreamOnASlowLink() throws Exception {
+    try (Loopback lb = start(Transport.NIO); FaultProxy proxy = new FaultProxy(lb.port())) {
+      proxy.delayToClients(400);
+      ManagedChannel channel = lb.newChannel(
+          new InetSocketAddress("127.0.0.1", proxy.port()), channelCredentials());
+      try {
+        deadlineMidStream(channel);
+      } finally {
+        channel.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
       }
+    }
+  }
+
+  /**
+   * A stream that only its 300 ms deadline can end: connected (and handshaken) first, so the
+   * deadline covers only the stream, and the server echoes and then waits for the client's next
+   * message or half-close, which never come. However slow the machine, the call ends with
+   * DEADLINE_EXCEEDED; the echo arrives before it or not at all.
+   */
+  private static void deadlineMidStream(ManagedChannel channel) throws Exception {
+    assertArrayEquals(message(5, 5),
+        ClientCalls.blockingUnaryCall(channel, TestService.UNARY, CallOptions.DEFAULT,
+            message(5, 5)));
+    List<byte[]> received = java.util.Collections.synchronizedList(new ArrayList<>());
+    CompletableFuture<Status> closed = new CompletableFuture<>();
+    ClientCall<byte[], byte[]> call = channel.newCall(TestService.BIDI,
+        CallOptions.DEFAULT.withDeadlineAfter(300, TimeUnit.MILLISECONDS));
+    call.start(new ClientCall.Listener<byte[]>() {
+      @Override
+      public void onMessage(byte[] message) {
+        received.add(message);
+      }
+
+      @Override
+      public void onClose(Status status, Metadata trailers) {
+        closed.complete(status);
+      }
+    }, new Metadata());
+    call.request(Integer.MAX_VALUE);
+    call.sendMessage(message(65536, 0));
+    Status status = closed.get(60, TimeUnit.SECONDS); // a hang guard
+    assertEquals(Status.Code.DEADLINE_EXCEEDED, status.getCode(), status.toString());
+    assertTrue(received.size() <= 1, received.size() + " echoes of one message");
+    for (byte[] echo : received) {
+      assertArrayEquals(message(65536, 0), echo);
     }
   }
 
