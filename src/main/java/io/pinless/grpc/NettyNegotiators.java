@@ -37,8 +37,9 @@ import io.pinless.tls.TlsHandshakeResult;
 import java.net.URI;
 import java.net.URISyntaxException;
 import java.util.List;
+import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.Executor;
-import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
@@ -189,23 +190,37 @@ final class NettyNegotiators {
   }
 
   /**
+   * Handshakes whose tasks may wait for a thread of the TLS task pool: 4096, more than a burst of
+   * thousands of simultaneous handshakes queues; past it a handshake would only wait towards its
+   * deadline, so it is refused at once.
+   */
+  static final int TLS_TASKS_QUEUED = 4096;
+
+  /**
    * Where TLS engines' delegated tasks (certificate checks, key agreement) run: a few daemon
    * threads shared by every connection, none kept while there is no handshake.
    */
   private static final class TlsTasks {
-    static final Executor EXECUTOR = executor();
+    static final Executor EXECUTOR = tlsTaskPool(
+        Math.max(2, Runtime.getRuntime().availableProcessors()), TLS_TASKS_QUEUED);
+  }
 
-    private static Executor executor() {
-      int threads = Math.max(2, Runtime.getRuntime().availableProcessors());
-      ThreadPoolExecutor pool = new ThreadPoolExecutor(threads, threads, 10, TimeUnit.SECONDS,
-          new LinkedBlockingQueue<>(), r -> {
-            Thread t = new Thread(r, "pinless-tls-task");
-            t.setDaemon(true);
-            return t;
-          });
-      pool.allowCoreThreadTimeOut(true);
-      return pool;
-    }
+  /**
+   * A pool of {@code threads} daemon threads with room for {@code queued} waiting handshakes;
+   * {@code execute} throws {@link RejectedExecutionException} naming the limit when it is full.
+   */
+  static ThreadPoolExecutor tlsTaskPool(int threads, int queued) {
+    ThreadPoolExecutor pool = new ThreadPoolExecutor(threads, threads, 10, TimeUnit.SECONDS,
+        new ArrayBlockingQueue<>(queued), r -> {
+          Thread t = new Thread(r, "pinless-tls-task");
+          t.setDaemon(true);
+          return t;
+        }, (task, full) -> {
+          throw new RejectedExecutionException(
+              "the TLS task pool has " + queued + " handshakes waiting, its limit");
+        });
+    pool.allowCoreThreadTimeOut(true);
+    return pool;
   }
 
   /**

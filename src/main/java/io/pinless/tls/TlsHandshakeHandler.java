@@ -27,8 +27,11 @@ import javax.net.ssl.SSLException;
  * path through the installed stage.
  *
  * <p>The engine's delegated tasks (certificate checks, key agreement) run on the executor given,
- * never on the event loop; records that arrive meanwhile wait. Every record header is checked
- * before the record is awaited: a peer that does not speak TLS fails at its first bytes.
+ * never on the event loop; records that arrive meanwhile wait. An executor that refuses them (its
+ * queue is full) fails the handshake. Tasks left when the handshake ends (its deadline, the
+ * connection's close) are skipped, and the engine is released once the running one returns or
+ * throws, whatever it throws. Every record header is checked before the record is awaited: a
+ * peer that does not speak TLS fails at its first bytes.
  *
  * <p>Failure: a header that is not TLS, a record above 2^14 + 2048 bytes, an engine error (an
  * untrusted, expired or wrong-host certificate, a missing client certificate, an alert), a peer
@@ -54,11 +57,14 @@ public final class TlsHandshakeHandler extends ChannelInboundHandlerAdapter {
   /** Plaintext the engine opened with the handshake's last record; null when none. */
   private ByteBuf early;
   private boolean started;
-  private boolean ended;
+  /** The handshake ended; the task thread reads it to skip the tasks left. */
+  private volatile boolean ended;
   /** Delegated tasks are running on {@link #tasks}: the engine is not touched meanwhile. */
   private boolean taskRunning;
   /** The engine went to the record stage: the stage releases it. */
   private boolean engineHandedOver;
+  /** The engine took a record since it was last asked with no input. */
+  private boolean tookRecord;
   private ScheduledFuture<?> deadline;
 
   /**
@@ -271,7 +277,10 @@ public final class TlsHandshakeHandler extends ChannelInboundHandlerAdapter {
   }
 
   /**
-   * Gives the engine the next whole record, if it has come.
+   * Gives the engine the next whole record, if it has come. With none, an engine that took a
+   * record since it was last asked is asked once with no input: OpenSSL's engine finishes a
+   * handshake that the client's last flight completed only then, so a client that sends nothing
+   * after it (one that selected no protocol the server speaks) is not left waiting.
    *
    * @param again the engine asks to be called without new input
    * @return what the engine needs next; null when the record is not complete yet
@@ -281,18 +290,13 @@ public final class TlsHandshakeHandler extends ChannelInboundHandlerAdapter {
     int recordBytes = 0;
     if (again) {
       src = NOTHING[0];
+    } else if (!wholeRecordPending()) {
+      return tookRecord ? askWithNoInput() : null;
     } else {
-      if (pending == null || pending.readableBytes() < TlsRecords.HEADER_BYTES) {
-        return null;
-      }
       int start = pending.readerIndex();
-      recordBytes = TlsRecords.HEADER_BYTES + TlsRecords.checkHeader(
-          pending.getUnsignedByte(start), pending.getUnsignedByte(start + 1),
-          pending.getUnsignedByte(start + 2), pending.getUnsignedShort(start + 3));
-      if (pending.readableBytes() < recordBytes) {
-        return null;
-      }
+      recordBytes = TlsRecords.HEADER_BYTES + pending.getUnsignedShort(start + 3);
       src = pending.nioBuffer(start, recordBytes);
+      tookRecord = true;
     }
     ByteBuf plaintext = ctx.alloc().directBuffer(
         EARLY_HEADROOM_BYTES + engine.getSession().getApplicationBufferSize());
@@ -325,6 +329,42 @@ public final class TlsHandshakeHandler extends ChannelInboundHandlerAdapter {
     }
   }
 
+  /** True when {@link #pending} holds a whole record; its header is checked first. */
+  private boolean wholeRecordPending() {
+    if (pending == null || pending.readableBytes() < TlsRecords.HEADER_BYTES) {
+      return false;
+    }
+    int start = pending.readerIndex();
+    int recordBytes = TlsRecords.HEADER_BYTES + TlsRecords.checkHeader(
+        pending.getUnsignedByte(start), pending.getUnsignedByte(start + 1),
+        pending.getUnsignedByte(start + 2), pending.getUnsignedShort(start + 3));
+    return pending.readableBytes() >= recordBytes;
+  }
+
+  /**
+   * Asks the engine for its next step with no input, once per record taken.
+   *
+   * @return what the engine needs next; null when it still waits for the peer
+   */
+  private HandshakeStatus askWithNoInput() throws SSLException {
+    tookRecord = false;
+    ByteBuf sink = ctx.alloc().directBuffer(engine.getSession().getApplicationBufferSize());
+    try {
+      SSLEngineResult result =
+          engine.unwrap(NOTHING[0], sink.nioBuffer(0, sink.writableBytes()));
+      if (result.getStatus() == SSLEngineResult.Status.CLOSED) {
+        throw new SSLException("the peer closed TLS during the handshake");
+      }
+      if (result.bytesProduced() > 0) {
+        keepEarly(sink.writerIndex(result.bytesProduced()).retain());
+      }
+      HandshakeStatus next = result.getHandshakeStatus();
+      return next == HandshakeStatus.NEED_UNWRAP ? null : next;
+    } finally {
+      sink.release();
+    }
+  }
+
   /** @param plaintext owned: kept for the record stage to hand on first */
   private void keepEarly(ByteBuf plaintext) {
     if (early == null) {
@@ -335,26 +375,38 @@ public final class TlsHandshakeHandler extends ChannelInboundHandlerAdapter {
     }
   }
 
-  /** Runs the engine's delegated tasks on the executor, then steps on, on the event loop. */
+  /**
+   * Runs the engine's delegated tasks on the executor, then steps on, on the event loop. The
+   * engine is not touched on the loop meanwhile.
+   */
   private void runTasks() {
     taskRunning = true;
-    Runnable all = () -> {
-      Throwable error = null;
-      try {
-        Runnable task;
-        while ((task = engine.getDelegatedTask()) != null) {
-          task.run();
-        }
-      } catch (RuntimeException e) {
-        error = e;
-      }
-      Throwable failed = error;
-      ctx.executor().execute(() -> tasksDone(failed));
-    };
     try {
-      tasks.execute(all);
+      tasks.execute(this::runTasksOffLoop);
     } catch (RejectedExecutionException e) {
-      all.run();
+      taskRunning = false;
+      fail("the TLS handshake could not queue its engine's tasks: " + e.getMessage(), e);
+    }
+  }
+
+  /** On the executor: the engine's tasks until none is left or the handshake has ended. */
+  private void runTasksOffLoop() {
+    Throwable error = null;
+    try {
+      Runnable task;
+      while (!ended && (task = engine.getDelegatedTask()) != null) {
+        task.run();
+      }
+    } catch (Throwable t) {
+      // An Error too: the loop still hears of it, fails the handshake and releases the engine.
+      error = t;
+    }
+    Throwable failed = error;
+    try {
+      ctx.executor().execute(() -> tasksDone(failed));
+    } catch (RejectedExecutionException e) {
+      // The event loop has shut down: nothing else will release the engine.
+      releaseEngine();
     }
   }
 

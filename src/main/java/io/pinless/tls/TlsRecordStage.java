@@ -27,8 +27,9 @@ import javax.net.ssl.SSLException;
  * in place; the JDK's AES-GCM works on arrays, so for it each record goes through a pooled heap
  * copy, which it decrypts in place before copying the plaintext out. The plaintext is direct with
  * either engine, so a zero-copy marshaller can read it where it is. A read's plaintext buffer is sized
- * from its records' lengths less what the peer's last record added, so 16 KiB of plaintext takes
- * a 16 KiB buffer.
+ * from the most each of its records can carry (RFC 8446 5.4: its length less the suite's least
+ * overhead, at most 2^14), so any legal padding fits and 16 KiB of plaintext takes a 16 KiB
+ * buffer. An engine that still asks for more room gets the buffer grown and the record again.
  *
  * <p>Writes are queued until flush ({@link PendingWrites}) and sealed a record's worth at a time
  * (16 KiB; 16,367 bytes with the JDK's engine, which seals no more into a TLS 1.3 record): small
@@ -43,7 +44,14 @@ import javax.net.ssl.SSLException;
  * or the peer's close in the middle of a record are fatal: the plaintext before it is handed on,
  * then a {@code StatusRuntimeException} (UNAVAILABLE, with the reason) is thrown and later input is
  * dropped. The peer's close_notify ends the input: this end answers it and closes. Records after
- * the handshake that the engine answers (key updates) are answered on the spot.
+ * the handshake that the engine answers (TLS 1.3 key updates) are answered on the spot. A
+ * handshake record after the handshake is a renegotiation (TLS 1.2) or out of place (TLS 1.3):
+ * it is refused before the engine sees it, a connection error under HTTP/2 (RFC 9113 9.2.1). A
+ * record the engine rejects after it (OpenSSL's engine only asks to send its alert) fails the
+ * connection at once, with the engine's reason.
+ *
+ * <p>A write's promise succeeds only when all its bytes were sealed: an engine that takes less
+ * than offered is asked again, and one that takes nothing fails the connection.
  */
 public final class TlsRecordStage extends RecordFraming implements RecordStage {
   /** Fresh reads hold about three full records. */
@@ -60,11 +68,6 @@ public final class TlsRecordStage extends RecordFraming implements RecordStage {
   private final boolean heapOutput;
   /** What each record of the negotiated suite adds to its plaintext at least. */
   private final int minRecordOverhead;
-  /**
-   * What the peer's last record added to its plaintext (a peer may pad: the JDK's engine adds 16
-   * bytes to each TLS 1.3 record), to size plaintext buffers exactly. Never below the minimum.
-   */
-  private int recordOverhead;
   /** The plaintext the engine seals into one record: 16 KiB, or the JDK's 16,367 with TLS 1.3. */
   private int recordPlaintextBytes = TlsRecords.MAX_PLAINTEXT_BYTES;
   /** Writes not yet sealed; made on the first write. */
@@ -73,6 +76,10 @@ public final class TlsRecordStage extends RecordFraming implements RecordStage {
   private boolean wrapsIntoPacketBuffers;
   /** The first fatal error of the sending side; every later write fails with it. */
   private Throwable failure;
+  /** The last unwrap asked for a wrap, which the engine's status may not say. */
+  private boolean mustWrap;
+  /** This end sent (or tried to send) its close_notify. */
+  private boolean closeSent;
   private boolean released;
 
   /** Plaintext opened with the handshake's last record, handed on first; null when none. */
@@ -85,28 +92,19 @@ public final class TlsRecordStage extends RecordFraming implements RecordStage {
    * @param early owned: plaintext the engine opened with the handshake's last record, or null
    */
   TlsRecordStage(SSLEngine engine, ByteBuf early) {
-    this(engine, early, -1);
-  }
-
-  /**
-   * As above, counting {@code firstOverhead} bytes per record until the first record shows the
-   * peer's (a negative value: the suite's minimum). Tests give too much, to reach the path where a
-   * record carries more plaintext than counted.
-   */
-  TlsRecordStage(SSLEngine engine, ByteBuf early, int firstOverhead) {
     super(TlsRecords.HEADER_BYTES);
     this.engine = engine;
     this.early = early;
     this.heapOutput = !(engine instanceof ReferenceCountedOpenSslEngine);
     this.minRecordOverhead = TlsRecords.minRecordOverhead(
         engine.getSession().getProtocol(), engine.getSession().getCipherSuite());
-    this.recordOverhead = firstOverhead < 0 ? minRecordOverhead : firstOverhead;
   }
 
   /**
-   * Room after each plaintext buffer: the engines ask for more room than a record's plaintext can
-   * take (its length, or its length less the tag), and a buffer sized to that would fall into the
-   * pool's next size class. The spare makes up the difference and takes nothing in practice.
+   * Room after each plaintext buffer: the engines ask for a little more room than a record's
+   * plaintext can take (its length, or its length less the tag), and a buffer sized to that would
+   * fall into the pool's next size class. The spare makes up the difference and takes nothing in
+   * practice.
    */
   private static final FastThreadLocal<ByteBuffer[]> DESTINATIONS =
       new FastThreadLocal<ByteBuffer[]>() {
@@ -117,11 +115,17 @@ public final class TlsRecordStage extends RecordFraming implements RecordStage {
       };
   /** 64 bytes: more than any suite's overhead that {@link TlsRecords#minRecordOverhead} counts. */
   private static final int SPARE_BYTES = 64;
+  /** The record type of handshake messages, which only the handshake may carry. */
+  private static final int HANDSHAKE = 22;
 
-  /** The most plaintext a whole record can carry (at least 1): less what the last one added. */
+  /**
+   * The most plaintext a whole record can carry, whatever its padding (at least 1): its length
+   * less the suite's least overhead, and never above 2^14.
+   */
   @Override
   protected int plaintextBound(int recordBytes) {
-    return Math.max(1, recordBytes - TlsRecords.HEADER_BYTES - recordOverhead);
+    int most = recordBytes - TlsRecords.HEADER_BYTES - minRecordOverhead;
+    return Math.max(1, Math.min(TlsRecords.MAX_PLAINTEXT_BYTES, most));
   }
 
   @Override
@@ -185,44 +189,50 @@ public final class TlsRecordStage extends RecordFraming implements RecordStage {
     answerEngine(ctx);
   }
 
+  /** Refuses a handshake record: the handshake is over, and HTTP/2 forbids a renegotiation. */
+  private void refuseHandshakeRecord(ByteBuf record, int start) {
+    if (record.getUnsignedByte(start) != HANDSHAKE) {
+      return;
+    }
+    String protocol = engine.getSession().getProtocol();
+    throw TlsRecords.refused("TLS: the peer sent a handshake record after the handshake ("
+        + ("TLSv1.3".equals(protocol) ? "TLS 1.3 sends none in plaintext" : "a renegotiation")
+        + "), a PROTOCOL_ERROR connection error under HTTP/2 (RFC 9113 9.2.1)");
+  }
+
   /**
    * Unwraps one whole record into {@code out}; after the peer's close_notify, ends the input.
    *
    * @param record borrowed: indexes are not moved
    * @param out borrowed: its writer index is advanced by the plaintext length; it has room for
-   *     the record's {@link #plaintextBound}, and grows if the engine produces more
+   *     the record's {@link #plaintextBound}, and grows if the engine asks for more
    */
   @Override
   protected void openRecord(ByteBuf record, int start, int recordBytes, ByteBuf out) {
+    refuseHandshakeRecord(record, start);
     // The JDK's AES-GCM copies a direct record through temporary arrays: a pooled heap copy is
     // the same copy without the garbage.
     ByteBuf copy = heapOutput && !record.hasArray() ? heapCopy(record, start, recordBytes) : null;
-    ByteBuffer[] dsts = DESTINATIONS.get();
-    ByteBuffer spare = dsts[1];
-    spare.clear();
     SSLEngineResult result;
     try {
       ByteBuffer src = copy != null
           ? copy.internalNioBuffer(0, recordBytes) : record.internalNioBuffer(start, recordBytes);
-      dsts[0] = out.internalNioBuffer(out.writerIndex(), out.writableBytes());
-      result = engine.unwrap(src, dsts);
+      result = unwrap(src, out);
+      if (result.getStatus() == SSLEngineResult.Status.BUFFER_OVERFLOW) {
+        // An engine that wants more room than the record can fill: room for its whole length.
+        out.ensureWritable(recordBytes);
+        result = unwrap(src, out);
+      }
     } catch (SSLException e) {
       throw TlsRecords.refused("TLS record rejected: " + e.getMessage(), e);
     } finally {
-      dsts[0] = null;
       if (copy != null) {
         copy.release();
       }
     }
-    int spilled = spare.position();
-    out.writerIndex(out.writerIndex() + result.bytesProduced() - spilled);
-    if (spilled > 0) {
-      // The record added less than the last one: the buffer grows (a copy, and only then).
-      out.writeBytes(spare.flip());
-    }
-    int added = recordBytes - TlsRecords.HEADER_BYTES - result.bytesProduced();
-    if (result.bytesProduced() > 0) {
-      recordOverhead = Math.max(minRecordOverhead, added);
+    if (result.getHandshakeStatus() == SSLEngineResult.HandshakeStatus.NEED_WRAP) {
+      // OpenSSL's engine says so only here, when it has an alert or a key update to send.
+      mustWrap = true;
     }
     switch (result.getStatus()) {
       case OK:
@@ -241,29 +251,69 @@ public final class TlsRecordStage extends RecordFraming implements RecordStage {
   }
 
   /**
-   * Answers what the engine has to send after records it read (a key update, a close_notify);
-   * after the peer's close_notify, closes the channel.
+   * Unwraps {@code src} into {@code out} and, past its end, the spare destination.
+   *
+   * @param out borrowed: its writer index is advanced by the plaintext length
+   */
+  private SSLEngineResult unwrap(ByteBuffer src, ByteBuf out) throws SSLException {
+    ByteBuffer[] dsts = DESTINATIONS.get();
+    ByteBuffer spare = dsts[1];
+    spare.clear();
+    SSLEngineResult result;
+    try {
+      dsts[0] = out.internalNioBuffer(out.writerIndex(), out.writableBytes());
+      result = engine.unwrap(src, dsts);
+    } finally {
+      dsts[0] = null;
+    }
+    int spilled = spare.position();
+    out.writerIndex(out.writerIndex() + result.bytesProduced() - spilled);
+    if (spilled > 0) {
+      // The record filled the buffer and the spare: the buffer grows (a copy, and only then).
+      out.writeBytes(spare.flip());
+    }
+    return result;
+  }
+
+  /**
+   * Answers what the engine has to send after records it read (a key update, a close_notify, its
+   * alert); after the peer's close_notify, closes the channel.
    */
   private void answerEngine(ChannelHandlerContext ctx) {
     SSLEngineResult.HandshakeStatus status = engine.getHandshakeStatus();
-    while (status == SSLEngineResult.HandshakeStatus.NEED_TASK) {
-      // Post-handshake messages are small: their tasks run here.
-      Runnable task;
-      while ((task = engine.getDelegatedTask()) != null) {
-        task.run();
-      }
-      status = engine.getHandshakeStatus();
+    if (status == SSLEngineResult.HandshakeStatus.NEED_TASK) {
+      // Handshake records never reach the engine here: it has no work that belongs on a loop.
+      throw TlsRecords.refused("TLS: the engine asked to run a handshake task after the "
+          + "handshake, a PROTOCOL_ERROR connection error under HTTP/2 (RFC 9113 9.2.1)");
     }
-    if (status == SSLEngineResult.HandshakeStatus.NEED_WRAP) {
-      try {
-        ByteBuf records = seal(ctx, Unpooled.EMPTY_BUFFER);
-        ctx.writeAndFlush(records);
-      } catch (SSLException e) {
-        throw TlsRecords.refused("TLS: could not answer the peer: " + e.getMessage(), e);
-      }
+    boolean askedInResult = mustWrap;
+    mustWrap = false;
+    if (status == SSLEngineResult.HandshakeStatus.NEED_WRAP || askedInResult) {
+      writeWhatTheEngineSends(ctx);
+    }
+    if (askedInResult) {
+      // OpenSSL's engine sends its alert for a record it rejected, then throws on the next wrap.
+      writeWhatTheEngineSends(ctx);
     }
     if (inputEnded()) {
       ctx.close();
+    } else if (engine.isOutboundDone() && !closeSent) {
+      throw TlsRecords.refused("TLS record rejected: the TLS engine closed");
+    }
+  }
+
+  /** Wraps and writes what the engine has to send by itself. */
+  private void writeWhatTheEngineSends(ChannelHandlerContext ctx) {
+    ByteBuf records;
+    try {
+      records = seal(ctx, Unpooled.EMPTY_BUFFER);
+    } catch (SSLException e) {
+      throw TlsRecords.refused("TLS record rejected: " + e.getMessage(), e);
+    }
+    if (records.isReadable()) {
+      ctx.writeAndFlush(records);
+    } else {
+      records.release();
     }
   }
 
@@ -375,8 +425,16 @@ public final class TlsRecordStage extends RecordFraming implements RecordStage {
             throw new SSLException("the engine is " + result.getStatus());
         }
         boolean more = plaintext.isReadable()
+            || result.getHandshakeStatus() == SSLEngineResult.HandshakeStatus.NEED_WRAP
             || engine.getHandshakeStatus() == SSLEngineResult.HandshakeStatus.NEED_WRAP;
-        if (!more || result.bytesProduced() == 0) {
+        if (!more) {
+          return out;
+        }
+        if (result.bytesConsumed() == 0 && result.bytesProduced() == 0) {
+          if (plaintext.isReadable()) {
+            throw new SSLException("the TLS engine sealed " + (bytes - plaintext.readableBytes())
+                + " of " + bytes + " bytes and takes no more");
+          }
           return out;
         }
       }
@@ -463,6 +521,7 @@ public final class TlsRecordStage extends RecordFraming implements RecordStage {
         || !ctx.channel().isActive()) {
       return;
     }
+    closeSent = true;
     engine.closeOutbound();
     try {
       ByteBuf alert = seal(ctx, Unpooled.EMPTY_BUFFER);
