@@ -94,7 +94,8 @@ class AltsRecordStageFuzzTest {
 
   private static byte[] mutate(FuzzedDataProvider data, byte[] b) {
     int at = data.consumeInt(0, b.length - 1);
-    switch (data.consumeInt(0, 5)) {
+    // Header fields need a whole header to write into.
+    switch (data.consumeInt(b.length < 8 ? 3 : 0, 5)) {
       case 0: // a flipped bit
         b[at] ^= (byte) (1 << data.consumeInt(0, 7));
         return b;
