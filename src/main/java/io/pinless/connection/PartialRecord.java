@@ -9,8 +9,11 @@ import io.pinless.PinlessMetrics.Metric;
  *
  * <pre>
  *   EMPTY --header bytes--> HEADER --header whole--> HEAD --a quarter came--> WHOLE
- *     |                                                |                        |
- *     +--head kept in its read buffer--> KEPT          +--------last byte-------+--> EMPTY
+ *     |                                  |                                      ^
+ *     |                                  +------a quarter came at once----------+
+ *     +--a head whose read buffer has room for the rest--> KEPT
+ *
+ *   HEAD, WHOLE or KEPT --last byte came, record taken--> EMPTY
  * </pre>
  *
  * <p>Invariant: the bytes held are at most {@link #HEAD_RATIO} times the bytes received, or
@@ -61,14 +64,15 @@ final class PartialRecord {
   private int recordBytes;
   /** In KEPT, the capacity of the read buffer the slice pins; else 0. */
   private int keptReadBytes;
+  /**
+   * The fresh buffer the last {@link #readBuffer} copied the head into, compared by identity
+   * only: the read loop owns it.
+   */
+  private ByteBuf headInFront;
 
   /** @param headerSize the bytes of a record header, 1 to 8 */
   PartialRecord(int headerSize) {
     this.headerSize = headerSize;
-  }
-
-  State state() {
-    return state;
   }
 
   /** True from the header's first byte until the record is taken. */
@@ -78,7 +82,7 @@ final class PartialRecord {
 
   /** True once the header is known and a buffer holds the record's bytes so far. */
   boolean hasBody() {
-    return buffer != null;
+    return state == State.HEAD || state == State.WHOLE || state == State.KEPT;
   }
 
   /**
@@ -151,23 +155,39 @@ final class PartialRecord {
   }
 
   /**
-   * The buffer the next read may fill, grown within the invariant first: only when the rest of
-   * the record and the room for it are both at least {@link #MIN_DIRECT_READ_BYTES}.
+   * The buffer the next read fills, when the rest of the record is at least {@link
+   * #MIN_DIRECT_READ_BYTES}: the record's own buffer, grown within the invariant, when that leaves
+   * room for such a read. A smaller head is copied to the front of a fresh buffer of the record's
+   * size instead, so the rest is read in behind it and not copied. That buffer is the read
+   * loop's: the head stays here until a read fills it ({@link #isHeadInFront}).
    *
-   * @return retained for the caller (the read loop); null when the next read is a fresh one
+   * @return owned by the caller (the read loop): the record's buffer retained, or a fresh one
+   *     with the head in front; null when the next read is an ordinary fresh one
    */
   ByteBuf readBuffer() {
-    if (buffer == null || missing() < MIN_DIRECT_READ_BYTES) {
+    headInFront = null;
+    if (!hasBody() || missing() < MIN_DIRECT_READ_BYTES) {
       return null;
     }
-    if (state != State.KEPT) {
-      int capacity = allowed(buffer.writerIndex());
-      if (capacity - buffer.writerIndex() < MIN_DIRECT_READ_BYTES) {
-        return null;
+    if (state == State.HEAD) {
+      int received = buffer.writerIndex();
+      int capacity = allowed(received);
+      if (capacity - received < MIN_DIRECT_READ_BYTES) {
+        headInFront = buffer.alloc().directBuffer(recordBytes).writeBytes(buffer, 0, received);
+        Metric.RECORD_BYTES_COPIED.add(received);
+        return headInFront;
       }
       grow(capacity);
     }
     return buffer.retain();
+  }
+
+  /**
+   * True when {@code msg} is the buffer {@link #readBuffer} last put the head in front of, and a
+   * read filled it: the record starts it, so the head held here is no longer needed.
+   */
+  boolean isHeadInFront(Object msg) {
+    return msg != null && msg == headInFront;
   }
 
   /** True when {@code msg} is this record's buffer, which a read went straight into. */
@@ -194,15 +214,15 @@ final class PartialRecord {
 
   /** Bytes held between reads: the buffer, or in KEPT the read buffer it pins; 0 without one. */
   int heldBytes() {
-    if (buffer == null) {
+    if (!hasBody()) {
       return 0;
     }
-    return keptReadBytes > 0 ? keptReadBytes : buffer.capacity();
+    return state == State.KEPT ? keptReadBytes : buffer.capacity();
   }
 
   /** What has come of the record, for a truncation's message. */
   String describe() {
-    return buffer == null
+    return !hasBody()
         ? headerBytes + " of " + headerSize + " bytes of a record header"
         : buffer.writerIndex() + " of " + recordBytes + " bytes of a record";
   }
@@ -218,6 +238,7 @@ final class PartialRecord {
 
   private void reset() {
     state = State.EMPTY;
+    headInFront = null;
     header = 0;
     headerBytes = 0;
     recordBytes = 0;

@@ -160,6 +160,10 @@ public abstract class RecordFraming {
    */
   private ByteBuf decode(ChannelHandlerContext ctx, ByteBuf msg, int headroom,
       BiConsumer<ChannelHandlerContext, ByteBuf> handOn) {
+    if (partial.isHeadInFront(msg)) {
+      // The read went in behind a copy of the head: msg now starts with the record.
+      partial.release();
+    }
     // A read that went straight into the partial record brought nothing else.
     ByteBuf in = partial.isBuffer(msg) ? Unpooled.EMPTY_BUFFER : msg;
     if (partial.isStarted() && !fillPartial(ctx, in)) {
@@ -355,10 +359,10 @@ public abstract class RecordFraming {
 
   /**
    * While a large rest of a cut record is to come, the next read goes straight into its buffer,
-   * so that rest is not copied.
+   * or in behind a copy of a small head, so that rest is not copied.
    *
-   * @return owned by the read loop (retained for it): the partial record, to read into at its
-   *     writer index; null for a fresh read buffer
+   * @return owned by the read loop: a buffer to read into at its writer index; null for a fresh
+   *     read buffer
    */
   public ByteBuf nextReadBuffer() {
     return stopped() ? null : partial.readBuffer();
