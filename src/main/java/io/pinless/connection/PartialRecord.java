@@ -19,7 +19,9 @@ import io.pinless.PinlessMetrics.Metric;
  * <p>Invariant: the bytes held are at most {@link #HEAD_RATIO} times the bytes received, or
  * {@link #MIN_HEAD_BYTES}, whichever is more. A header claiming a large record therefore pins no
  * more than its sender sent. A HEAD buffer grows geometrically as bytes come, copying what it
- * holds, and takes the whole record's size once a quarter of the record has come (WHOLE).
+ * holds, and takes the whole record's size once a quarter of the record has come (WHOLE). A head
+ * too small to leave room for a read goes in front of the next read's buffer instead ({@link
+ * #readBuffer}), so a bulk record's rest is not copied.
  *
  * <p>Ownership: {@link #buffer} is this object's reference. In KEPT it is a retained slice of the
  * read buffer the head came in, which it pins whole; that buffer held at most {@link #HEAD_RATIO}

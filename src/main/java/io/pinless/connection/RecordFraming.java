@@ -24,8 +24,9 @@ import java.util.function.BiConsumer;
  * at most {@value PartialRecord#HEAD_RATIO} times what has come of it. It stays where it lies when
  * the read buffer has room for the rest, pins at most that ratio and is at most a quarter larger
  * than the record (a read sized to one record, as ALTS's are). Then the rest is read in behind its
- * head and nothing is copied. A large rest is read straight into the record's buffer ({@link
- * #nextReadBuffer}). A header is checked before anything is allocated from it.
+ * head and nothing is copied. A large rest is read straight into the record's buffer, or in
+ * behind a copy of a small head ({@link #nextReadBuffer}). A header is checked before anything is
+ * allocated from it.
  *
  * <p>A subclass names the header's size and checks it, bounds and allocates the output, and opens
  * one whole record. Headers are up to 8 bytes, read big endian into a {@code long}.
