@@ -18,8 +18,8 @@ import java.util.function.BiConsumer;
  * read is dropped. A close with a record partly received fires an {@link AltsRecordException}
  * ({@code TRUNCATED}) before {@code channelInactive}.
  *
- * <p>Memory: idle (between records) it holds no buffer; mid-record, one buffer of the record's
- * size.
+ * <p>Memory: idle (between records) it holds no buffer; mid-record, one buffer of at most four
+ * times the bytes of the record received (64 bytes at least) and at most the record's size.
  */
 public final class AltsRecordDecoder extends ChannelInboundHandlerAdapter {
   /** Free bytes before each plaintext buffer's reader index: an HTTP/2 frame header. */

@@ -15,8 +15,9 @@ import javax.crypto.AEADBadTagException;
  * fresh reads are sized to one frame of the largest size.
  *
  * <p>Memory: idle (between records) it holds no buffer. Mid-record it holds one pooled buffer of
- * {@code 4 + length} bytes (at most {@code maxFrameSize}). The plaintext it hands on pins nothing
- * else.
+ * at most four times the bytes of the frame received (64 bytes at least) and at most {@code 4 +
+ * length} bytes, so a header claiming a large frame pins little. The plaintext it hands on pins
+ * nothing else.
  *
  * <p>Not final: {@link AltsRecordStage} extends it, so a connection end's record stage is one
  * object with its sealer, not two. Its public methods are the receiving half of {@link

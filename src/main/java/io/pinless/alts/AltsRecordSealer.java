@@ -150,7 +150,9 @@ final class AltsRecordSealer {
       while (pendingBytes > 0) {
         sealFrame(ctx, (int) Math.min(maxPayload, pendingBytes));
       }
-      if (head == size) {
+      // A write that failed at once may have closed the channel, which failed what was pending
+      // and dropped the queue.
+      if (queue != null && head == size) {
         giveSpare(queue);
         queue = null;
         head = done = size = 0;

@@ -134,7 +134,7 @@ class AltsRecordDecoderTest {
     Run r = server();
     r.ch.writeInbound(read);
     assertEquals(0, read.refCnt(), "the read buffer is released, not pinned by a slice");
-    assertEquals(100, r.decoder.heldBytes(), "under a quarter of the record: only its head held");
+    assertEquals(400, r.decoder.heldBytes(), "under a quarter of the record: four times its head");
     r.ch.writeInbound(direct(first, firstFrame + 100, 2000));
     assertEquals(5000 + 24, r.decoder.heldBytes(), "more of it: a buffer of the record's size");
     r.ch.writeInbound(direct(first, firstFrame + 2100, first.length - firstFrame - 2100));
@@ -324,7 +324,7 @@ class AltsRecordDecoderTest {
     byte[] stream = clientFrames(pattern(500, 1));
     Run r = server();
     r.ch.writeInbound(direct(stream, 0, 100));
-    assertEquals(524, r.decoder.heldBytes());
+    assertEquals(400, r.decoder.heldBytes());
     r.ch.pipeline().remove(r.decoder);
     assertEquals(0, r.decoder.heldBytes());
     r.ch.finishAndReleaseAll();
@@ -368,11 +368,11 @@ class AltsRecordDecoderTest {
     assertEquals(65536, fresh.writableBytes(), "a fresh read holds one frame of the largest size");
     fresh.writeBytes(stream, 0, 10000);
     ch.writeInbound(fresh);
-    assertEquals(10000, decoder.heldBytes(), "under a quarter of the record: its head alone");
+    assertEquals(40000, decoder.heldBytes(), "under a quarter of the record: four times its head");
 
     ByteBuf into = handle.allocate(ch.alloc());
-    assertEquals(stream.length, decoder.heldBytes(), "grown to the record's size for the read");
-    assertEquals(stream.length - 10000, into.writableBytes(), "the read goes into the record");
+    assertEquals(40000, decoder.heldBytes(), "no more than four times the head for the read");
+    assertEquals(30000, into.writableBytes(), "the read goes into the record, behind its head");
     into.writeBytes(stream, 10000, 20000);
     ch.writeInbound(into);
     assertEquals(0, capture.plaintext.size());
@@ -390,6 +390,63 @@ class AltsRecordDecoderTest {
     after.release();
     ch.pipeline().remove(connection);
     ch.finishAndReleaseAll();
+  }
+
+  @Test
+  void nineBytesOfALargestRecordPinNoMoreThanFourTimesThemOnEveryRead() {
+    int max = 128 * 1024;
+    AltsRecordStage decoder = new AltsRecordStage(ALTSRP_GCM_AES128_REKEY, KEY44, true, max);
+    ConnectionHandler connection = connection(decoder);
+    EmbeddedChannel ch = new EmbeddedChannel(connection, new Capture());
+    io.netty.channel.RecvByteBufAllocator.Handle handle = readHandle(ch);
+    byte[] head = concat(header(max - 4, 6), new byte[] {1});
+    ByteBuf first = handle.allocate(ch.alloc());
+    first.writeBytes(head);
+    ch.writeInbound(first);
+    for (int received = head.length; received < 2000; received++) {
+      assertTrue(decoder.heldBytes() <= Math.max(64, 4 * received),
+          received + " bytes received, " + decoder.heldBytes() + " held");
+      ByteBuf next = handle.allocate(ch.alloc());
+      assertTrue(decoder.heldBytes() <= Math.max(64, 4 * received),
+          "sizing the next read: " + decoder.heldBytes() + " held");
+      ch.writeInbound(next.writeByte(received));
+    }
+    ch.pipeline().remove(connection);
+    ch.finishAndReleaseAll();
+  }
+
+  @Test
+  void releasesEveryReadAroundAnOversizedFrameAtSeededRandomSplits() {
+    int max = 128 * 1024;
+    for (int seed = 0; seed < 200; seed++) {
+      java.util.SplittableRandom random = new java.util.SplittableRandom(seed);
+      byte[][] messages = new byte[random.nextInt(5)][];
+      for (int i = 0; i < messages.length; i++) {
+        messages[i] = pattern(random.nextInt(1, random.nextBoolean() ? 200 : max - 24), i);
+      }
+      byte[] good = encode(ALTSRP_GCM_AES128_REKEY, KEY44, true, max, messages);
+      byte[] stream = concat(good, header(max - 3 + random.nextInt(1000), 6),
+          new byte[random.nextInt(100)]);
+      Run r = new Run(ALTSRP_GCM_AES128_REKEY, KEY44, false, max);
+      java.util.List<ByteBuf> reads = new java.util.ArrayList<>();
+      for (int i = 0; i < stream.length; ) {
+        int n = Math.min(stream.length - i, 1 + random.nextInt(random.nextBoolean() ? 16 : 2 * max));
+        ByteBuf read = io.netty.buffer.PooledByteBufAllocator.DEFAULT.directBuffer(
+            n + random.nextInt(max));
+        reads.add(read.writeBytes(stream, i, n));
+        r.ch.writeInbound(read);
+        i += n;
+      }
+      String where = "seed " + seed;
+      assertEquals(Reason.LENGTH_TOO_LARGE, r.capture.onlyError().reason(), where);
+      assertArrayEquals(concat(messages), r.capture.bytes(), where);
+      assertEquals(0, r.decoder.heldBytes(), where);
+      for (ByteBuf read : reads) {
+        assertEquals(0, read.refCnt(), where + ": a read is still retained");
+      }
+      r.closer.hold = false;
+      r.ch.finishAndReleaseAll();
+    }
   }
 
   @Test

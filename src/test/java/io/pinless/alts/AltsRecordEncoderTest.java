@@ -302,6 +302,35 @@ class AltsRecordEncoderTest {
     ch.finishAndReleaseAll();
   }
 
+  /** Fails every write on the spot, as a channel whose socket broke does. */
+  private static final class FailingWrites extends ChannelOutboundHandlerAdapter {
+    /** @param msg owned: released here */
+    @Override
+    public void write(ChannelHandlerContext ctx, Object msg, ChannelPromise promise) {
+      io.netty.util.ReferenceCountUtil.release(msg);
+      promise.setFailure(new IllegalStateException("socket broke"));
+    }
+  }
+
+  @Test
+  void aWriteThatFailsAtOnceAndClosesInItsListenerEndsTheFlushCleanly() {
+    EmbeddedChannel ch = new EmbeddedChannel(
+        new FailingWrites(), new AltsRecordEncoder(ALTSRP_GCM_AES128_REKEY, KEY44, true, 1024));
+    ByteBuf first = direct(pattern(500, 1)); // ends in frame 1
+    ByteBuf second = direct(pattern(2000, 2)); // starts in frame 1, still pending after it
+    ChannelFuture f1 = ch.write(first);
+    f1.addListener(f -> ch.close());
+    ChannelFuture f2 = ch.write(second);
+    ch.flush();
+    ch.checkException();
+    assertInstanceOf(IllegalStateException.class, f1.cause());
+    assertInstanceOf(ClosedChannelException.class, f2.cause());
+    assertEquals(0, first.refCnt());
+    assertEquals(0, second.refCnt(), "the write the close failed is released");
+    assertFalse(ch.isOpen());
+    ch.finishAndReleaseAll();
+  }
+
   @Test
   void unflushedWritesFailAndAreReleasedWhenRemoved() {
     EmbeddedChannel ch = client(MAX);
