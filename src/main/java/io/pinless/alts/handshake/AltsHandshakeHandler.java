@@ -59,6 +59,12 @@ import java.util.concurrent.atomic.AtomicBoolean;
 public final class AltsHandshakeHandler extends ChannelInboundHandlerAdapter {
   /** Handshake messages larger than this from the peer, in all, are refused (64 KiB). */
   static final int MAX_HANDSHAKE_BYTES = 64 * 1024;
+  /**
+   * The most held of the peer's bytes the handshaker has not taken (320 KiB). A client that has
+   * finished sends its first records behind its last message while the server's handshaker still
+   * checks it: up to HTTP/2's initial 64 KiB window of DATA, its HEADERS and record overhead.
+   */
+  static final int MAX_HELD_BYTES = MAX_HANDSHAKE_BYTES + 256 * 1024;
   /** The largest frame size pinless accepts: ALTS's 1 MiB. */
   static final int MAX_FRAME_SIZE = 1 << 20;
   /** The frame size when the handshake names none, as grpc-java: 16 KiB. */
@@ -107,7 +113,8 @@ public final class AltsHandshakeHandler extends ChannelInboundHandlerAdapter {
   private ByteString unsent = ByteString.EMPTY;
   /** The peer's bytes in the request awaiting its response. */
   private ByteString sent = ByteString.EMPTY;
-  private int receivedTotal;
+  /** The peer's bytes the handshaker has consumed as handshake messages. */
+  private int consumedTotal;
   private ScheduledFuture<?> deadline;
 
   /**
@@ -177,9 +184,8 @@ public final class AltsHandshakeHandler extends ChannelInboundHandlerAdapter {
       if (ended) {
         return;
       }
-      receivedTotal += in.readableBytes();
-      if (receivedTotal > MAX_HANDSHAKE_BYTES) {
-        fail("the peer sent over " + MAX_HANDSHAKE_BYTES + " bytes without finishing the handshake");
+      if (sent.size() + unsent.size() + in.readableBytes() > MAX_HELD_BYTES) {
+        fail("the peer sent over " + MAX_HELD_BYTES + " bytes the ALTS handshake has not taken");
         return;
       }
       unsent = unsent.concat(ByteString.copyFrom(in.nioBuffer()));
@@ -353,6 +359,11 @@ public final class AltsHandshakeHandler extends ChannelInboundHandlerAdapter {
     int consumed = resp.getBytesConsumed();
     if (consumed > sent.size()) {
       fail("the handshaker says it consumed " + consumed + " of " + sent.size() + " bytes");
+      return;
+    }
+    consumedTotal += consumed;
+    if (consumedTotal > MAX_HANDSHAKE_BYTES) {
+      fail("the peer sent over " + MAX_HANDSHAKE_BYTES + " bytes without finishing the handshake");
       return;
     }
     ByteString left = sent.substring(consumed).concat(unsent);

@@ -65,6 +65,8 @@ class AltsHandshakeHandlerTest {
   private final CompletableFuture<Void> gate = new CompletableFuture<>();
   /** How many bytes the server reads before its handshaker gives it its result. */
   private static final int GATE_BYTES = 10_000;
+  /** The bytes that open the gate in this test. */
+  private int gateBytes = GATE_BYTES;
 
   @BeforeEach
   void start() throws Exception {
@@ -114,7 +116,7 @@ class AltsHandshakeHandlerTest {
     public void channelRead(ChannelHandlerContext ctx, Object msg) {
       bytes += ((ByteBuf) msg).readableBytes();
       ctx.fireChannelRead(msg);
-      if (bytes >= GATE_BYTES) {
+      if (bytes >= gateBytes) {
         gate.complete(null);
       }
     }
@@ -247,6 +249,44 @@ class AltsHandshakeHandlerTest {
       if (client != null) {
         client.close().sync();
       }
+      listener.close().sync();
+    }
+  }
+
+  @Test
+  void firstRecordsPastTheHandshakeLimitAreHeldUntilTheHandshakeEnds() throws Exception {
+    // The client sends more than the handshake limit right behind its last handshake message,
+    // and the server reads twice that limit before its handshaker answers.
+    gateBytes = 2 * AltsHandshakeHandler.MAX_HANDSHAKE_BYTES;
+    byte[] message = new byte[3 * AltsHandshakeHandler.MAX_HANDSHAKE_BYTES];
+    new Random(13).nextBytes(message);
+    Received atServer = new Received(message.length, null, true);
+    Received atClient = new Received(1, message, true);
+    Channel listener = listen(atServer);
+    try {
+      Channel client = connect(listener, atClient);
+      assertArrayEquals(message, atServer.all.get(60, TimeUnit.SECONDS));
+      client.close().sync();
+    } finally {
+      listener.close().sync();
+    }
+  }
+
+  @Test
+  void aPeerSendingMoreThanTheHandshakeHoldsFailsIt() throws Exception {
+    gateBytes = Integer.MAX_VALUE;
+    byte[] message = new byte[AltsHandshakeHandler.MAX_HELD_BYTES + 1];
+    Received atServer = new Received(message.length, null, true);
+    Received atClient = new Received(1, message, true);
+    Channel listener = listen(atServer);
+    try {
+      connect(listener, atClient);
+      ExecutionException e = org.junit.jupiter.api.Assertions.assertThrows(
+          ExecutionException.class, () -> atServer.all.get(60, TimeUnit.SECONDS));
+      assertTrue(e.getCause().getMessage().contains(
+          "over " + AltsHandshakeHandler.MAX_HELD_BYTES + " bytes the ALTS handshake has not taken"),
+          e.getCause().toString());
+    } finally {
       listener.close().sync();
     }
   }
