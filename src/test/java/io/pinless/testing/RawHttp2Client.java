@@ -67,6 +67,10 @@ public final class RawHttp2Client extends ChannelDuplexHandler {
   private int unflushedRecords;
 
   private long connectionWindow = DEFAULT_WINDOW;
+  /** Whether the preface, SETTINGS and every stream's HEADERS are written. */
+  private boolean streamsOpen;
+  /** Whether the server's first SETTINGS has arrived. */
+  private boolean serverSettingsSeen;
   private long initialStreamWindow = DEFAULT_WINDOW;
   private long[] streamWindows;
   /** Body bytes (the 5-byte gRPC prefix, then payload) each stream has sent. */
@@ -107,7 +111,11 @@ public final class RawHttp2Client extends ChannelDuplexHandler {
     return written;
   }
 
-  /** Completes once the streams are open, or fails with the connection's error. */
+  /**
+   * Completes once the streams are open and the server's first SETTINGS has arrived, or fails with
+   * the connection's error. The server writes its connection WINDOW_UPDATE with that SETTINGS, so
+   * a server loop blocked after this still lets the client use the server's windows.
+   */
   public CompletableFuture<Void> ready() {
     return ready;
   }
@@ -250,7 +258,14 @@ public final class RawHttp2Client extends ChannelDuplexHandler {
     ctx.pipeline().get(FlushGate.class).held = true;
     emit(out);
     flushNow();
-    ready.complete(null);
+    streamsOpen = true;
+    completeReady();
+  }
+
+  private void completeReady() {
+    if (streamsOpen && serverSettingsSeen) {
+      ready.complete(null);
+    }
   }
 
   /** Writes DATA frames taking turns across streams while windows allow, up to the target. */
@@ -392,6 +407,8 @@ public final class RawHttp2Client extends ChannelDuplexHandler {
     switch (type) {
       case SETTINGS:
         if ((flags & FLAG_ACK) == 0) {
+          serverSettingsSeen = true;
+          completeReady();
           for (int p = 0; p + 6 <= payload.readableBytes(); p += 6) {
             if (payload.getUnsignedShort(p) == SETTINGS_INITIAL_WINDOW_SIZE) {
               long value = payload.getUnsignedInt(p + 2);
