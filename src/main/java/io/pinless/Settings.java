@@ -27,7 +27,8 @@ import java.util.Locale;
  */
 public final class Settings {
   private static final boolean ENABLED = bool("pinless.enabled", true);
-  private static final long READ_BUDGET_BYTES = positiveLong("pinless.read.budgetBytes", ReadBudget.DEFAULT_LIMIT_BYTES);
+  private static final long READ_BUDGET_BYTES =
+      positiveLong("pinless.read.budgetBytes", ReadBudget.DEFAULT_LIMIT_BYTES);
   private static final boolean HOLD_WHILE_UNWRITABLE =
       bool("pinless.read.holdWhileUnwritable", false);
   private static final String ALTS_CRYPTO_PROPERTY = "pinless.alts.crypto";

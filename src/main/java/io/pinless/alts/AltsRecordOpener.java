@@ -115,7 +115,8 @@ class AltsRecordOpener extends RecordFraming {
     try {
       cipher.open(
           nonce,
-          AltsFrames.view(frame, start + AltsFrames.HEADER_BYTES, frameBytes - AltsFrames.HEADER_BYTES),
+          AltsFrames.view(
+              frame, start + AltsFrames.HEADER_BYTES, frameBytes - AltsFrames.HEADER_BYTES),
           AltsFrames.view(out, out.writerIndex(), plaintextBytes));
     } catch (AEADBadTagException e) {
       throw new AltsRecordException(

@@ -17,8 +17,8 @@ import java.util.Arrays;
  * {@link AltsRecordEncoder} runs.
  *
  * <pre>
- *   writes:   | w1 (3 KiB) | w2 (30 KiB) | w3 (1 KiB) |  flush
- *   frames:   | len | 6 | seal(w1 + 13 KiB of w2) | tag || len | 6 | seal(17 KiB of w2 + w3) | tag |
+ *   writes:  | w1 (3 KiB) | w2 (30 KiB) | w3 (1 KiB) |  flush
+ *   frames:  | len | 6 | seal(w1 + 13 KiB of w2) | tag || len | 6 | seal(17 KiB of w2 + w3) | tag |
  * </pre>
  *
  * <p>Writes are queued until flush, then coalesced into frames as large as allowed. Each frame is
@@ -116,7 +116,7 @@ final class AltsRecordSealer {
     return array;
   }
 
-  /** Gives the empty {@code array} to the thread as its spare, if it is larger than the one kept. */
+  /** Gives the empty {@code array} to the thread as its spare, if larger than the one kept. */
   private static void giveSpare(Object[] array) {
     Object[][] spare = SPARE.get();
     if (array.length <= MAX_SPARE && (spare[0] == null || spare[0].length < array.length)) {

@@ -250,7 +250,8 @@ final class NettyNegotiators {
     return engine;
   }
 
-  private static final class StockClientFactory implements InternalProtocolNegotiator.ClientFactory {
+  private static final class StockClientFactory
+      implements InternalProtocolNegotiator.ClientFactory {
     @Override
     public InternalProtocolNegotiator.ProtocolNegotiator newNegotiator() {
       return InternalProtocolNegotiators.plaintext();
@@ -400,7 +401,8 @@ final class NettyNegotiators {
               .set(GrpcAttributes.ATTR_SECURITY_LEVEL, PinlessAltsContext.securityLevel(result))
               .set(PinlessAltsContext.ATTR, PinlessAltsContext.of(result))
               .build();
-      replaceProtocolNegotiationEvent(InternalProtocolNegotiationEvent.withAttributes(event, attrs));
+      replaceProtocolNegotiationEvent(
+          InternalProtocolNegotiationEvent.withAttributes(event, attrs));
       install(ctx, result.takeRecordStage());
     }
 

@@ -41,7 +41,7 @@ import java.util.logging.Logger;
 final class ReceivedBuffers {
   /** A message with more than 1/this of its bytes in parts without NIO buffers is copied whole. */
   static final int COPIED_SHARE = 8;
-  /** The first read of a part without NIO buffers; each further read of it doubles, up to 64 KiB. */
+  /** The first read of a part without NIO buffers; each further one doubles, up to 64 KiB. */
   private static final int FIRST_COPY_BYTES = 256;
   private static final int LARGEST_COPY_BYTES = 65536;
   /**

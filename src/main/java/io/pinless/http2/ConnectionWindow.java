@@ -35,10 +35,6 @@ public final class ConnectionWindow {
   public static final int INITIAL_WINDOW_BYTES = 65535;
   /** A WINDOW_UPDATE frame: a 9-byte header and a 4-byte increment. */
   static final int WINDOW_UPDATE_FRAME_BYTES = 13;
-  private static final int FRAME_HEADER_BYTES = 9;
-  private static final int CLIENT_PREFACE_BYTES = 24;
-  private static final int TYPE_RST_STREAM = 0x3;
-  private static final int TYPE_WINDOW_UPDATE = 0x8;
 
   /** Where the walk is in the outbound bytes. */
   private enum State {
@@ -89,7 +85,7 @@ public final class ConnectionWindow {
     }
     if (state == State.HEADER && cutBytes == 0 && end - pos == WINDOW_UPDATE_FRAME_BYTES
         && isConnectionWindowUpdate(out, pos)) {
-      long increment = out.getInt(pos + FRAME_HEADER_BYTES) & 0x7fffffffL;
+      long increment = out.getInt(pos + FrameHeader.BYTES) & 0x7fffffffL;
       if (holding) {
         withheld += increment;
         return true;
@@ -166,12 +162,13 @@ public final class ConnectionWindow {
     }
     granted += give;
     return alloc.buffer(WINDOW_UPDATE_FRAME_BYTES)
-        .writeMedium(4).writeByte(TYPE_WINDOW_UPDATE).writeByte(0).writeInt(0)
+        .writeMedium(4).writeByte(FrameHeader.TYPE_WINDOW_UPDATE).writeByte(0).writeInt(0)
         .writeInt((int) give);
   }
 
   private static boolean isConnectionWindowUpdate(ByteBuf out, int pos) {
-    return out.getUnsignedMedium(pos) == 4 && out.getUnsignedByte(pos + 3) == TYPE_WINDOW_UPDATE
+    return out.getUnsignedMedium(pos) == 4
+        && out.getUnsignedByte(pos + 3) == FrameHeader.TYPE_WINDOW_UPDATE
         && (out.getInt(pos + 5) & 0x7fffffff) == 0;
   }
 
@@ -181,7 +178,7 @@ public final class ConnectionWindow {
       case START:
         if (out.getByte(pos) == 'P') {
           state = State.SKIP;
-          left = CLIENT_PREFACE_BYTES;
+          left = FrameHeader.CLIENT_PREFACE_BYTES;
         } else {
           state = State.HEADER;
         }
@@ -207,25 +204,25 @@ public final class ConnectionWindow {
    */
   private int readFrameStart(ByteBuf out, int pos, int end) {
     if (cutBytes == 0 && (end - pos >= WINDOW_UPDATE_FRAME_BYTES
-        || end - pos >= FRAME_HEADER_BYTES && !isConnectionWindowUpdate(out, pos))) {
+        || end - pos >= FrameHeader.BYTES && !isConnectionWindowUpdate(out, pos))) {
       frame(out, pos);
-      return pos + FRAME_HEADER_BYTES;
+      return pos + FrameHeader.BYTES;
     }
     if (cut == null) {
       cut = new byte[WINDOW_UPDATE_FRAME_BYTES];
     }
     ByteBuf view = Unpooled.wrappedBuffer(cut);
-    int wanted = cutBytes >= FRAME_HEADER_BYTES && isConnectionWindowUpdate(view, 0)
-        ? WINDOW_UPDATE_FRAME_BYTES : FRAME_HEADER_BYTES;
+    int wanted = cutBytes >= FrameHeader.BYTES && isConnectionWindowUpdate(view, 0)
+        ? WINDOW_UPDATE_FRAME_BYTES : FrameHeader.BYTES;
     int n = Math.min(wanted - cutBytes, end - pos);
     out.getBytes(pos, cut, cutBytes, n);
     cutBytes += n;
-    if (cutBytes == FRAME_HEADER_BYTES && isConnectionWindowUpdate(view, 0)) {
+    if (cutBytes == FrameHeader.BYTES && isConnectionWindowUpdate(view, 0)) {
       return pos + n; // its increment comes next
     }
     if (cutBytes == wanted) {
       frame(view, 0);
-      left -= cutBytes - FRAME_HEADER_BYTES;
+      left -= cutBytes - FrameHeader.BYTES;
       if (left == 0) {
         state = State.HEADER;
       }
@@ -243,10 +240,10 @@ public final class ConnectionWindow {
     int length = buf.getUnsignedMedium(pos);
     int type = buf.getUnsignedByte(pos + 3);
     int stream = buf.getInt(pos + 5) & 0x7fffffff;
-    if (type == TYPE_RST_STREAM) {
+    if (type == FrameHeader.TYPE_RST_STREAM) {
       inbound.forget(stream);
-    } else if (type == TYPE_WINDOW_UPDATE && stream == 0 && length == 4) {
-      granted += buf.getInt(pos + FRAME_HEADER_BYTES) & 0x7fffffffL;
+    } else if (type == FrameHeader.TYPE_WINDOW_UPDATE && stream == 0 && length == 4) {
+      granted += buf.getInt(pos + FrameHeader.BYTES) & 0x7fffffffL;
     }
     left = length;
     state = length == 0 ? State.HEADER : State.SKIP;

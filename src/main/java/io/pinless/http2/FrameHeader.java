@@ -3,7 +3,7 @@ package io.pinless.http2;
 import io.netty.buffer.ByteBuf;
 
 /**
- * The HTTP/2 frame header, as the slicer's classes read and write it.
+ * The HTTP/2 frame header, as pinless's HTTP/2 classes read and write it.
  *
  * <pre>
  *   | length u24 BE | type u8 | flags u8 | R + stream id u31 |   9 bytes, then the payload
@@ -14,7 +14,12 @@ import io.netty.buffer.ByteBuf;
 final class FrameHeader {
   /** A frame header's size. */
   static final int BYTES = 9;
+  /** The client's connection preface (RFC 9113, 3.4) before its first frame. */
+  static final int CLIENT_PREFACE_BYTES = 24;
   static final int TYPE_DATA = 0x0;
+  static final int TYPE_HEADERS = 0x1;
+  static final int TYPE_RST_STREAM = 0x3;
+  static final int TYPE_WINDOW_UPDATE = 0x8;
   static final int FLAG_END_STREAM = 0x1;
   static final int FLAG_PADDED = 0x8;
 

@@ -81,7 +81,6 @@ public final class FrameSlicer {
    */
   public static final int JOIN_BYTES = 1024;
 
-  static final int CLIENT_PREFACE_BYTES = 24;
 
   /** Where the slicer is in the frame stream. */
   private enum State {
@@ -128,7 +127,7 @@ public final class FrameSlicer {
     this.whole = new WholeFrame(output);
     if (server) {
       state = State.WHOLE;
-      whole.start(CLIENT_PREFACE_BYTES, false);
+      whole.start(FrameHeader.CLIENT_PREFACE_BYTES, false);
     } else {
       state = State.FRAME;
     }

@@ -27,15 +27,8 @@ import io.netty.util.collection.IntObjectHashMap;
  * entry per such stream. It holds no {@link ByteBuf}.
  */
 public final class InboundMessages {
-  static final int FRAME_HEADER_BYTES = 9;
-  static final int CLIENT_PREFACE_BYTES = 24;
   /** A gRPC message's prefix: a compressed flag and a 4-byte length. */
   static final int GRPC_PREFIX_BYTES = 5;
-  private static final int TYPE_DATA = 0x0;
-  private static final int TYPE_HEADERS = 0x1;
-  private static final int TYPE_RST_STREAM = 0x3;
-  private static final int FLAG_END_STREAM = 0x1;
-  private static final int FLAG_PADDED = 0x8;
 
   /** Where the reader is in the inbound bytes. */
   private enum State {
@@ -152,7 +145,7 @@ public final class InboundMessages {
       case START:
         if (in.getByte(pos) == 'P') {
           state = State.PREFACE;
-          left = CLIENT_PREFACE_BYTES;
+          left = FrameHeader.CLIENT_PREFACE_BYTES;
         } else {
           state = State.HEADER;
         }
@@ -191,20 +184,20 @@ public final class InboundMessages {
 
   private int readHeader(ByteBuf in, int pos, int end) {
     int at;
-    if (headerBytes == 0 && end - pos >= FRAME_HEADER_BYTES) {
+    if (headerBytes == 0 && end - pos >= FrameHeader.BYTES) {
       at = pos;
-      pos += FRAME_HEADER_BYTES;
+      pos += FrameHeader.BYTES;
       startFrame(in.getUnsignedMedium(at), in.getUnsignedByte(at + 3),
           in.getUnsignedByte(at + 4), in.getInt(at + 5) & 0x7fffffff);
       return pos;
     }
     if (header == null) {
-      header = new byte[FRAME_HEADER_BYTES];
+      header = new byte[FrameHeader.BYTES];
     }
-    int n = Math.min(FRAME_HEADER_BYTES - headerBytes, end - pos);
+    int n = Math.min(FrameHeader.BYTES - headerBytes, end - pos);
     in.getBytes(pos, header, headerBytes, n);
     headerBytes += n;
-    if (headerBytes == FRAME_HEADER_BYTES) {
+    if (headerBytes == FrameHeader.BYTES) {
       byte[] h = header;
       header = null;
       headerBytes = 0;
@@ -217,11 +210,11 @@ public final class InboundMessages {
 
   private void startFrame(int length, int type, int flags, int stream) {
     left = length;
-    if (type == TYPE_RST_STREAM
-        || type == TYPE_HEADERS && (flags & FLAG_END_STREAM) != 0) {
+    if (type == FrameHeader.TYPE_RST_STREAM
+        || type == FrameHeader.TYPE_HEADERS && (flags & FrameHeader.FLAG_END_STREAM) != 0) {
       drop(stream);
     }
-    if (type != TYPE_DATA) {
+    if (type != FrameHeader.TYPE_DATA) {
       state = length == 0 ? State.HEADER : State.SKIP;
       return;
     }
@@ -229,14 +222,14 @@ public final class InboundMessages {
     frameStream = stream;
     frameFlags = flags;
     padLeft = 0;
-    untouchedFrameBytes = FRAME_HEADER_BYTES + length;
+    untouchedFrameBytes = FrameHeader.BYTES + length;
     Message m = messages == null ? null : messages.get(stream);
     // An empty frame carries nothing and costs the peer no window: it must not lift the budget.
     if (m != null && length > 0) {
-      addFrameBytes(m, FRAME_HEADER_BYTES + length);
+      addFrameBytes(m, FrameHeader.BYTES + length);
       untouchedFrameBytes = 0;
     }
-    if ((flags & FLAG_PADDED) != 0 && length > 0) {
+    if ((flags & FrameHeader.FLAG_PADDED) != 0 && length > 0) {
       state = State.PAD_LENGTH;
     } else {
       startData();
@@ -308,7 +301,7 @@ public final class InboundMessages {
 
   /** The current DATA frame's data has ended: END_STREAM drops its stream's message. */
   private void endFrame() {
-    if ((frameFlags & FLAG_END_STREAM) != 0) {
+    if ((frameFlags & FrameHeader.FLAG_END_STREAM) != 0) {
       drop(frameStream);
     }
   }

@@ -26,9 +26,9 @@ import javax.net.ssl.SSLException;
  * allocated from it (a length above 2^14 + 2048 is refused). OpenSSL's engine reads each record
  * in place; the JDK's AES-GCM works on arrays, so for it each record goes through a pooled heap
  * copy, which it decrypts in place before copying the plaintext out. The plaintext is direct with
- * either engine, so a zero-copy marshaller can read it where it is. A read's plaintext buffer is sized
- * from the most each of its records can carry (RFC 8446 5.4: its length less the suite's least
- * overhead, at most 2^14), so any legal padding fits and 16 KiB of plaintext takes a 16 KiB
+ * either engine, so a zero-copy marshaller can read it where it is. A read's plaintext buffer is
+ * sized from the most each of its records can carry (RFC 8446 5.4: its length less the suite's
+ * least overhead, at most 2^14), so any legal padding fits and 16 KiB of plaintext takes a 16 KiB
  * buffer. An engine that still asks for more room gets the buffer grown and the record again.
  *
  * <p>Writes are queued until flush ({@link PendingWrites}) and sealed a record's worth at a time
@@ -38,7 +38,8 @@ import javax.net.ssl.SSLException;
  *
  * <p>Memory: idle it holds no buffer; the engine keeps what it keeps (the JDK engine's handshake
  * state on the heap; OpenSSL's SSL object, whose record buffers BoringSSL frees when empty).
- * Mid-record it holds one buffer of that record's size.
+ * Mid-record it holds at most 4 times what has come of the record (64 bytes for a header alone),
+ * and the whole record's size once a quarter of it has come.
  *
  * <p>Errors: a bad header, a record that fails to decrypt or authenticate, an alert from the peer,
  * or the peer's close in the middle of a record are fatal: the plaintext before it is handed on,
@@ -158,7 +159,7 @@ public final class TlsRecordStage extends RecordFraming implements RecordStage {
     return RECORDS_PER_READ * (TlsRecords.HEADER_BYTES + TlsRecords.MAX_PLAINTEXT_BYTES + 22);
   }
 
-  /** @return owned by the caller: a pooled buffer to seal from or into, heap for the JDK's engine */
+  /** @return owned by the caller: a pooled buffer to seal from or into (heap for the JDK's) */
   private ByteBuf allocate(ChannelHandlerContext ctx, int capacity) {
     return heapOutput ? ctx.alloc().heapBuffer(capacity) : ctx.alloc().directBuffer(capacity);
   }
@@ -363,7 +364,8 @@ public final class TlsRecordStage extends RecordFraming implements RecordStage {
       try {
         records = seal(ctx, chunk);
       } catch (SSLException | RuntimeException e) {
-        StatusRuntimeException error = TlsRecords.refused("TLS: sealing failed: " + e.getMessage(), e);
+        StatusRuntimeException error =
+            TlsRecords.refused("TLS: sealing failed: " + e.getMessage(), e);
         failure = error;
         pending.failAll(error);
         ctx.flush();
@@ -394,10 +396,12 @@ public final class TlsRecordStage extends RecordFraming implements RecordStage {
     ByteBuf out = allocate(ctx, room);
     try {
       while (true) {
-        SSLEngineResult result = heapOutput && !(plaintext.hasArray() && plaintext.nioBufferCount() == 1)
+        boolean oneBuffer = plaintext.nioBufferCount() == 1;
+        SSLEngineResult result = heapOutput && !(plaintext.hasArray() && oneBuffer)
             ? wrapHeapCopy(ctx, plaintext, out)
-            : plaintext.nioBufferCount() == 1
-            ? engine.wrap(plaintext.internalNioBuffer(plaintext.readerIndex(), plaintext.readableBytes()),
+            : oneBuffer
+            ? engine.wrap(
+                plaintext.internalNioBuffer(plaintext.readerIndex(), plaintext.readableBytes()),
                 out.internalNioBuffer(out.writerIndex(), out.writableBytes()))
             : wrapPieces(ctx, plaintext, out);
         out.writerIndex(out.writerIndex() + result.bytesProduced());

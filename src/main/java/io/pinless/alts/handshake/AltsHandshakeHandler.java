@@ -463,7 +463,8 @@ public final class AltsHandshakeHandler extends ChannelInboundHandlerAdapter {
   /** One channel per handshaker address, for the life of the process, as grpc-alts keeps. */
   private static ManagedChannel handshaker(String address) {
     return HANDSHAKERS.computeIfAbsent(address,
-        a -> io.grpc.netty.NettyChannelBuilder.forTarget(a, io.grpc.InsecureChannelCredentials.create())
+        a -> io.grpc.netty.NettyChannelBuilder
+            .forTarget(a, io.grpc.InsecureChannelCredentials.create())
             .build());
   }
 }
