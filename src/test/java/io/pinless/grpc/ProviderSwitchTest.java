@@ -1,15 +1,18 @@
 package io.pinless.grpc;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.fail;
 
+import java.io.IOException;
 import java.io.PrintWriter;
+import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.Timeout;
 import org.junit.platform.engine.discovery.DiscoverySelectors;
 import org.junit.platform.launcher.core.LauncherDiscoveryRequestBuilder;
 import org.junit.platform.launcher.core.LauncherFactory;
@@ -23,14 +26,15 @@ import org.junit.platform.launcher.listeners.TestExecutionSummary;
  * only if every test in it ran and succeeded.
  */
 class ProviderSwitchTest {
+  /** Far more than the child needs (under 30 s on a loaded 2-core machine). */
+  private static final long CHILD_MINUTES = 4;
+
   @Test
-  @Timeout(value = 5, unit = TimeUnit.MINUTES)
   void switchedOnPinlessServesTheRegistries() throws Exception {
     assertPassesInItsOwnJvm(SwitchedOnRegistryCalls.class, "-Dpinless.provider=true");
   }
 
   @Test
-  @Timeout(value = 5, unit = TimeUnit.MINUTES)
   void rollbackSwitchLeavesTheRegistriesToGrpcNetty() throws Exception {
     assertPassesInItsOwnJvm(
         RolledBackRegistryCalls.class, "-Dpinless.provider=true", "-Dpinless.enabled=false");
@@ -49,9 +53,19 @@ class ProviderSwitchTest {
     command.add(ProviderSwitchTest.class.getName());
     command.add(tests.getName());
     Process child = new ProcessBuilder(command).redirectErrorStream(true).start();
-    // Returns when the child closes its output, as it exits.
-    String output = new String(child.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-    assertEquals(0, child.waitFor(), tests.getSimpleName() + " in its own JVM:\n" + output);
+    CompletableFuture<String> output = CompletableFuture.supplyAsync(() -> {
+      try {
+        return new String(child.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+      } catch (IOException e) {
+        throw new UncheckedIOException(e);
+      }
+    });
+    if (!child.waitFor(CHILD_MINUTES, TimeUnit.MINUTES)) {
+      child.destroyForcibly();
+      fail(tests.getSimpleName() + " did not finish in " + CHILD_MINUTES + " minutes");
+    }
+    assertEquals(0, child.exitValue(), tests.getSimpleName() + " in its own JVM:\n"
+        + output.get(1, TimeUnit.MINUTES));
   }
 
   /**
