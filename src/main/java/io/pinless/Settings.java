@@ -11,6 +11,10 @@ import java.util.Locale;
  * <ul>
  *   <li>{@code pinless.enabled} / {@code PINLESS_ENABLED} ({@code true}): {@code false} makes
  *       pinless credentials build the stock grpc-netty pipeline, for rollback without code changes.
+ *       It also turns the transport providers off.
+ *   <li>{@code pinless.provider} / {@code PINLESS_PROVIDER} ({@code false}): {@code true} makes
+ *       pinless gRPC's transport provider, so channels and servers built through {@code
+ *       ManagedChannelBuilder}, {@code ServerBuilder} or {@code Grpc} get the pinless pipeline.
  *   <li>{@code pinless.read.budgetBytes} / {@code PINLESS_READ_BUDGET_BYTES} (64 MiB): inbound
  *       bytes a connection may have handed to gRPC and not yet released before it stops reading.
  *       Must exceed the largest message the application accepts.
@@ -27,6 +31,7 @@ import java.util.Locale;
  */
 public final class Settings {
   private static final boolean ENABLED = bool("pinless.enabled", true);
+  private static final boolean PROVIDER = bool("pinless.provider", false);
   private static final long READ_BUDGET_BYTES =
       positiveLong("pinless.read.budgetBytes", ReadBudget.DEFAULT_LIMIT_BYTES);
   private static final boolean HOLD_WHILE_UNWRITABLE =
@@ -44,6 +49,14 @@ public final class Settings {
   /** Whether pinless builds its own pipeline (else the stock grpc-netty one). */
   public static boolean enabled() {
     return ENABLED;
+  }
+
+  /**
+   * Whether pinless offers itself as gRPC's channel and server provider. Only with {@link
+   * #enabled()}: the rollback switch turns the providers off too.
+   */
+  public static boolean provider() {
+    return PROVIDER && ENABLED;
   }
 
   /** The read budget of a connection, in bytes. */
