@@ -2,6 +2,7 @@ package io.pinless.grpc.storage;
 
 import com.google.api.gax.grpc.GrpcInterceptorProvider;
 import com.google.cloud.NoCredentials;
+import com.google.cloud.ServiceOptions;
 import com.google.cloud.storage.Storage;
 import com.google.cloud.storage.StorageOptions;
 import com.google.protobuf.ByteString;
@@ -53,7 +54,7 @@ final class StorageFixture implements AutoCloseable {
   private final AtomicLong directContentBytes = new AtomicLong();
   private final AtomicLong heapContentBytes = new AtomicLong();
 
-  private StorageFixture(boolean tls) throws IOException {
+  private StorageFixture(boolean tls, boolean retries) throws IOException {
     NettyServerBuilder builder =
         NettyServerBuilder.forAddress(new InetSocketAddress("127.0.0.1", 0))
             .addService(service);
@@ -63,20 +64,22 @@ final class StorageFixture implements AutoCloseable {
     }
     server = builder.build().start();
     String scheme = tls ? "https" : "http";
-    storage = StorageOptions.grpc()
+    StorageOptions.Builder options = StorageOptions.grpc()
         .setHost(scheme + "://127.0.0.1:" + server.getPort())
         .setCredentials(NoCredentials.getInstance())
         .setAttemptDirectPath(false)
         .setEnableGrpcClientMetrics(false)
         .setProjectId("test")
-        .setGrpcInterceptorProvider(new ContentWatch())
-        .build()
-        .getService();
+        .setGrpcInterceptorProvider(new ContentWatch());
+    if (!retries) {
+      options.setRetrySettings(ServiceOptions.getNoRetrySettings());
+    }
+    storage = options.build().getService();
   }
 
   /** A fixture over h2c: the client is given an {@code http://} host. */
   static StorageFixture plaintext() throws IOException {
-    return new StorageFixture(false);
+    return new StorageFixture(false, true);
   }
 
   /**
@@ -85,7 +88,12 @@ final class StorageFixture implements AutoCloseable {
    * javax.net.ssl.trustStore} at {@link #writeTrustStore(Path)}'s file first.
    */
   static StorageFixture tls() throws IOException {
-    return new StorageFixture(true);
+    return new StorageFixture(true, true);
+  }
+
+  /** As {@link #tls()}, with a client that gives up after its first attempt at any call. */
+  static StorageFixture tlsWithoutRetries() throws IOException {
+    return new StorageFixture(true, false);
   }
 
   /**

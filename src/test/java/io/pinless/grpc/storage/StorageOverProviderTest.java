@@ -3,15 +3,20 @@ package io.pinless.grpc.storage;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.google.cloud.ReadChannel;
 import com.google.cloud.storage.Blob;
 import com.google.cloud.storage.BlobId;
+import com.google.cloud.storage.StorageException;
 import com.google.storage.v2.ReadObjectRequest;
 import io.grpc.ManagedChannelProvider;
 import io.pinless.PinlessMetrics.Metric;
 import io.pinless.grpc.PinlessChannelProvider;
+import java.io.PrintWriter;
+import java.io.StringWriter;
 import java.nio.ByteBuffer;
 import java.nio.file.Path;
 import java.util.Arrays;
@@ -19,6 +24,8 @@ import java.util.Base64;
 import java.util.List;
 import java.util.Random;
 import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+import javax.net.ssl.SSLException;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
@@ -173,6 +180,26 @@ class StorageOverProviderTest {
     }
   }
 
+  /**
+   * The control for {@link #readsOverTlsThroughPinless}: without the test CA in the trust store,
+   * pinless's TLS refuses the server's certificate and the read fails.
+   */
+  @Test
+  void refusesTlsServerItDoesNotTrust() throws Exception {
+    assertNull(System.getProperty("javax.net.ssl.trustStore"));
+    try (StorageFixture fixture = StorageFixture.tlsWithoutRetries()) {
+      fixture.service.put(StorageFixture.BUCKET, NAME, DATA);
+      Counts before = Counts.now();
+
+      StorageException e =
+          assertThrows(StorageException.class, () -> fixture.storage.readAllBytes(BLOB));
+
+      assertTrue(causes(e).anyMatch(SSLException.class::isInstance), () -> trace(e));
+      assertEquals(0, Counts.now().minus(before).connections);
+      assertEquals(List.of(), fixture.service.reads());
+    }
+  }
+
   /** pinless's counters that show traffic went through it. */
   record Counts(long connections, long slicedBytes, long copiedBytes) {
     static Counts now() {
@@ -194,6 +221,16 @@ class StorageOverProviderTest {
       assertTrue(slicedBytes + copiedBytes >= payload, counts);
       assertTrue(slicedBytes >= payload * 9 / 10, counts);
     }
+  }
+
+  private static Stream<Throwable> causes(Throwable e) {
+    return Stream.iterate(e, t -> t != null, Throwable::getCause);
+  }
+
+  private static String trace(Throwable e) {
+    StringWriter out = new StringWriter();
+    e.printStackTrace(new PrintWriter(out));
+    return out.toString();
   }
 
   static List<Long> offsets(List<ReadObjectRequest> reads) {
