@@ -84,8 +84,8 @@ final class StorageFixture implements AutoCloseable {
 
   /**
    * A fixture over TLS: the server presents {@link TestCertificates#SERVER} (localhost,
-   * 127.0.0.1). The client trusts the JDK's default trust store, so the caller must have pointed {@code
-   * javax.net.ssl.trustStore} at {@link #writeTrustStore(Path)}'s file first.
+   * 127.0.0.1). The client trusts the JDK's default trust store, so the caller must have pointed
+   * {@code javax.net.ssl.trustStore} at {@link #writeTrustStore(Path)}'s file first.
    */
   static StorageFixture tls() throws IOException {
     return new StorageFixture(true, true);
@@ -109,6 +109,11 @@ final class StorageFixture implements AutoCloseable {
       store.store(out, "changeit".toCharArray());
     }
     return file;
+  }
+
+  /** The server's port on 127.0.0.1. */
+  int port() {
+    return server.getPort();
   }
 
   /** Content bytes of received ReadObject responses that are views of direct buffers. */

@@ -12,15 +12,28 @@ import com.google.cloud.storage.Blob;
 import com.google.cloud.storage.BlobId;
 import com.google.cloud.storage.StorageException;
 import com.google.storage.v2.ReadObjectRequest;
+import com.google.storage.v2.ReadObjectResponse;
+import com.google.storage.v2.StorageGrpc;
+import io.grpc.CallOptions;
+import io.grpc.Detachable;
+import io.grpc.HasByteBuffer;
+import io.grpc.KnownLength;
+import io.grpc.ManagedChannel;
+import io.grpc.ManagedChannelBuilder;
 import io.grpc.ManagedChannelProvider;
+import io.grpc.MethodDescriptor;
+import io.grpc.protobuf.ProtoUtils;
+import io.grpc.stub.ClientCalls;
 import io.pinless.PinlessMetrics.Metric;
 import io.pinless.grpc.PinlessChannelProvider;
+import java.io.InputStream;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.nio.ByteBuffer;
 import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.Base64;
+import java.util.Iterator;
 import java.util.List;
 import java.util.Random;
 import java.util.concurrent.TimeUnit;
@@ -154,6 +167,41 @@ class StorageOverProviderTest {
     }
   }
 
+  /**
+   * What the client's zero-copy check looks at, looked at directly: every ReadObject message
+   * stream pinless hands a marshaller, on a channel from {@code ManagedChannelBuilder} as the
+   * client gets its own, is {@code KnownLength}, {@code Detachable} and {@code HasByteBuffer} with
+   * {@code byteBufferSupported()}, and supports {@code mark}.
+   */
+  @Test
+  void handsMarshallersStreamsTheZeroCopyCheckAccepts() throws Exception {
+    try (StorageFixture fixture = StorageFixture.plaintext()) {
+      fixture.service.put(StorageFixture.BUCKET, NAME, DATA);
+      StreamCheck check = new StreamCheck();
+      MethodDescriptor<ReadObjectRequest, ReadObjectResponse> method =
+          StorageGrpc.getReadObjectMethod().toBuilder(
+              ProtoUtils.marshaller(ReadObjectRequest.getDefaultInstance()), check).build();
+      ManagedChannel channel =
+          ManagedChannelBuilder.forAddress("127.0.0.1", fixture.port()).usePlaintext().build();
+      try {
+        ReadObjectRequest request = ReadObjectRequest.newBuilder()
+            .setBucket(StorageFixture.BUCKET).setObject(NAME).build();
+        int received = 0;
+        Iterator<ReadObjectResponse> responses =
+            ClientCalls.blockingServerStreamingCall(channel, method, CallOptions.DEFAULT, request);
+        while (responses.hasNext()) {
+          received += responses.next().getChecksummedData().getContent().size();
+        }
+        assertEquals(DATA.length, received);
+      } finally {
+        channel.shutdownNow();
+        channel.awaitTermination(1, TimeUnit.MINUTES);
+      }
+      assertEquals(3, check.streams);
+      assertEquals(check.streams, check.accepted, check.refused);
+    }
+  }
+
   @Test
   void readsOverTlsThroughPinless(@TempDir Path dir) throws Exception {
     String previous = System.getProperty("javax.net.ssl.trustStore");
@@ -197,6 +245,39 @@ class StorageOverProviderTest {
       assertTrue(causes(e).anyMatch(SSLException.class::isInstance), () -> trace(e));
       assertEquals(0, Counts.now().minus(before).connections);
       assertEquals(List.of(), fixture.service.reads());
+    }
+  }
+
+  /** A ReadObjectResponse marshaller that checks each stream as the client's zero-copy one does. */
+  private static final class StreamCheck
+      implements MethodDescriptor.Marshaller<ReadObjectResponse> {
+    private final MethodDescriptor.Marshaller<ReadObjectResponse> proto =
+        ProtoUtils.marshaller(ReadObjectResponse.getDefaultInstance());
+    /** Streams seen, and those that pass; written on the call's executor, read after the call. */
+    private volatile int streams;
+    private volatile int accepted;
+    /** The first refused stream's class and interfaces, for the failure message. */
+    private volatile String refused = "";
+
+    @Override
+    public InputStream stream(ReadObjectResponse value) {
+      return proto.stream(value);
+    }
+
+    @Override
+    public ReadObjectResponse parse(InputStream stream) {
+      streams++;
+      if (stream instanceof KnownLength
+          && stream instanceof Detachable
+          && stream instanceof HasByteBuffer
+          && ((HasByteBuffer) stream).byteBufferSupported()
+          && stream.markSupported()) {
+        accepted++;
+      } else if (refused.isEmpty()) {
+        refused = stream.getClass().getName() + " " + Arrays.toString(
+            stream.getClass().getInterfaces());
+      }
+      return proto.parse(stream);
     }
   }
 
