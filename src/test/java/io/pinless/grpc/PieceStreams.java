@@ -177,6 +177,11 @@ final class PieceStreams {
       buf.readBytes(dest, length);
     }
 
+    /** grpc-java 1.76's {@code ReadableBuffer} declares it; 1.85's does not. */
+    public void readBytes(ByteBuffer dest) {
+      buf.readBytes(dest);
+    }
+
     @Override
     public ReadableBuffer readBytes(int length) {
       return new Piece(buf.readRetainedSlice(length), byteBuffers);

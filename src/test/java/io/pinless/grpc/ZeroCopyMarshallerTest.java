@@ -27,8 +27,6 @@ import io.grpc.netty.NettyServerBuilder;
 import io.grpc.stub.ClientCalls;
 import io.netty.buffer.ByteBuf;
 import io.netty.channel.EventLoopGroup;
-import io.netty.channel.MultiThreadIoEventLoopGroup;
-import io.netty.channel.nio.NioIoHandler;
 import io.netty.channel.socket.nio.NioServerSocketChannel;
 import io.netty.channel.socket.nio.NioSocketChannel;
 import io.pinless.PinlessMetrics.Metric;
@@ -36,6 +34,7 @@ import io.pinless.testing.Chunk;
 import io.pinless.testing.ChunkService;
 import io.pinless.testing.LeakDetection;
 import io.pinless.testing.LeakRecorder;
+import io.pinless.testing.NettyTransports;
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
@@ -551,7 +550,7 @@ class ZeroCopyMarshallerTest {
 
   /** A pinless plaintext server of {@code service} and a pinless channel to it, over NIO. */
   private static final class Endpoints implements AutoCloseable {
-    final EventLoopGroup group = new MultiThreadIoEventLoopGroup(2, NioIoHandler.newFactory());
+    final EventLoopGroup group = NettyTransports.nio(2);
     final Server server;
     final ManagedChannel channel;
 
