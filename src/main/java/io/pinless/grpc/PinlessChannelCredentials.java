@@ -19,12 +19,16 @@ import java.util.concurrent.TimeUnit;
  * <p>A pinless connection advertises an HTTP/2 SETTINGS_MAX_FRAME_SIZE of 64 KiB (16 KiB is
  * HTTP/2's default and grpc-netty's), so its peer sends DATA in fewer, larger frames; {@code
  * -Dpinless.http2.maxFrameSize} sets it ({@link io.pinless.Settings}).
+ *
+ * <p>Every factory here throws {@link IllegalStateException}, naming the supported grpc-java range,
+ * when the grpc-netty or Netty found lacks a class or member pinless links to.
  */
 public final class PinlessChannelCredentials {
   private PinlessChannelCredentials() {}
 
   /** Plaintext HTTP/2 (h2c) with the pinless read path. */
   public static ChannelCredentials insecure() {
+    GrpcNettySupport.check();
     return NettyNegotiators.clientCredentials();
   }
 
@@ -43,6 +47,7 @@ public final class PinlessChannelCredentials {
    *     {@code h2}
    */
   public static ChannelCredentials tls(SslContext context) {
+    GrpcNettySupport.check();
     return NettyNegotiators.tlsClientCredentials(
         context, NettyNegotiators.TLS_HANDSHAKE_TIMEOUT_MILLIS);
   }
@@ -80,6 +85,7 @@ public final class PinlessChannelCredentials {
    *     positive
    */
   public static ChannelCredentials tls(SslContext context, long handshakeTimeout, TimeUnit unit) {
+    GrpcNettySupport.check();
     return NettyNegotiators.tlsClientCredentials(
         context, AltsDefaults.checkTimeout(handshakeTimeout, unit));
   }
@@ -138,6 +144,7 @@ public final class PinlessChannelCredentials {
      *     {@code GCE_METADATA_HOST} makes none
      */
     public ChannelCredentials build() {
+      GrpcNettySupport.check();
       AltsDefaults.checkCrypto();
       String address =
           handshakerAddress != null ? handshakerAddress : AltsDefaults.handshakerAddress();

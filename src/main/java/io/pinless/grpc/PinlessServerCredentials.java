@@ -17,12 +17,16 @@ import java.util.concurrent.TimeUnit;
  * <p>A pinless connection advertises an HTTP/2 SETTINGS_MAX_FRAME_SIZE of 64 KiB (16 KiB is
  * HTTP/2's default and grpc-netty's), so its peer sends DATA in fewer, larger frames; {@code
  * -Dpinless.http2.maxFrameSize} sets it ({@link io.pinless.Settings}).
+ *
+ * <p>Every factory here throws {@link IllegalStateException}, naming the supported grpc-java range,
+ * when the grpc-netty or Netty found lacks a class or member pinless links to.
  */
 public final class PinlessServerCredentials {
   private PinlessServerCredentials() {}
 
   /** Plaintext HTTP/2 (h2c) with the pinless read path. */
   public static ServerCredentials insecure() {
+    GrpcNettySupport.check();
     return NettyNegotiators.serverCredentials();
   }
 
@@ -39,6 +43,7 @@ public final class PinlessServerCredentials {
    *     {@code h2}
    */
   public static ServerCredentials tls(SslContext context) {
+    GrpcNettySupport.check();
     return NettyNegotiators.tlsServerCredentials(
         context, NettyNegotiators.TLS_HANDSHAKE_TIMEOUT_MILLIS);
   }
@@ -77,6 +82,7 @@ public final class PinlessServerCredentials {
    *     positive
    */
   public static ServerCredentials tls(SslContext context, long handshakeTimeout, TimeUnit unit) {
+    GrpcNettySupport.check();
     return NettyNegotiators.tlsServerCredentials(
         context, AltsDefaults.checkTimeout(handshakeTimeout, unit));
   }
@@ -125,6 +131,7 @@ public final class PinlessServerCredentials {
      *     {@code GCE_METADATA_HOST} makes none
      */
     public ServerCredentials build() {
+      GrpcNettySupport.check();
       AltsDefaults.checkCrypto();
       String address =
           handshakerAddress != null ? handshakerAddress : AltsDefaults.handshakerAddress();

@@ -6,7 +6,7 @@ import java.util.logging.Logger;
 
 /**
  * Whether the transport providers are on: {@code pinless.provider} set, {@code pinless.enabled}
- * not turned off, and the grpc-netty classes they use loaded. Anything that fails while finding
+ * not turned off, and the grpc-netty found having what pinless links to. Anything that fails while finding
  * out turns them off with one log line, so gRPC's service loader never sees a provider throw.
  */
 final class ProviderSwitch {
@@ -32,9 +32,10 @@ final class ProviderSwitch {
     }
     try {
       NettyBuilders.classes();
+      GrpcNettySupport.check();
       return true;
     } catch (LinkageError | RuntimeException e) {
-      LOG.log(Level.WARNING, "pinless transport providers off: grpc-netty does not load", e);
+      LOG.log(Level.WARNING, "pinless transport providers off: " + e.getMessage(), e);
       return false;
     }
   }

@@ -11,13 +11,12 @@ import io.netty.channel.ChannelHandler;
 import io.netty.channel.ChannelInitializer;
 import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
-import io.netty.channel.MultiThreadIoEventLoopGroup;
-import io.netty.channel.nio.NioIoHandler;
 import io.netty.channel.socket.nio.NioSocketChannel;
 import io.netty.handler.ssl.ClientAuth;
 import io.netty.handler.ssl.SslProvider;
 import io.pinless.alts.handshake.AltsHandshakeHandler;
 import io.pinless.testing.Handshakers;
+import io.pinless.testing.NettyTransports;
 import io.pinless.testing.PoolBytes;
 import io.pinless.testing.RawHttp2Client;
 import io.pinless.testing.TestCertificates;
@@ -168,7 +167,7 @@ final class HostileFraming {
     // One arena each, no thread caches: active bytes are what live buffers take.
     PooledByteBufAllocator serverAlloc =
         new PooledByteBufAllocator(true, 1, 1, 8192, 9, 0, 0, false);
-    EventLoopGroup clientGroup = new MultiThreadIoEventLoopGroup(1, NioIoHandler.newFactory());
+    EventLoopGroup clientGroup = NettyTransports.nio(1);
     Server server = shape.security().start(serverAlloc, Handshakers.address(handshakers.server()));
     Channel channel = null;
     try {

@@ -63,7 +63,7 @@ class PayloadMarshallerTest {
     }
   }
 
-  /** grpc-core's heap copy of two small pieces is copied; the rest stays views. */
+  /** Two small pieces grpc-core 1.84 on joins in the heap are copied; the rest stays views. */
   @Test
   void aPartGrpcCopiedToTheHeapIsCopiedAndTheRestAreViews() throws IOException {
     byte[] bytes = TestService.message(100_000, 4);
@@ -77,7 +77,11 @@ class PayloadMarshallerTest {
       assertArrayEquals(bytes, concat(payload.buffers()));
       long copied = Metric.MESSAGE_BYTES_COPIED.value() - copiedBefore;
       assertEquals(bytes.length, Metric.MESSAGE_BYTES_ALIASED.value() - aliasedBefore + copied);
-      assertTrue(copied >= 510 && copied <= 2 * 510, "the heap part and little more: " + copied);
+      if (PieceStreams.GRPC_JOINS_SMALL_PIECES) {
+        assertTrue(copied >= 510 && copied <= 2 * 510, "the heap part and little more: " + copied);
+      } else {
+        assertTrue(copied <= 510, "at most the two small pieces: " + copied);
+      }
       List<ByteBuffer> views = payload.buffers();
       ByteBuffer last = views.get(views.size() - 1);
       assertTrue(last.isDirect());

@@ -1,5 +1,6 @@
 package io.pinless.grpc;
 
+import io.grpc.HasByteBuffer;
 import io.grpc.internal.AbstractReadableBuffer;
 import io.grpc.internal.CompositeReadableBuffer;
 import io.grpc.internal.ReadableBuffer;
@@ -8,6 +9,7 @@ import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;
 import io.netty.buffer.PooledByteBufAllocator;
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.lang.ref.Reference;
@@ -25,7 +27,21 @@ import java.util.List;
  * and {@code Detachable}.
  */
 final class PieceStreams {
+  /**
+   * Whether the grpc-core in use joins a run of pieces under 1 KiB into a heap array when a larger
+   * piece follows (1.84 on; 1.76 keeps every piece): found by composing two such and a larger.
+   */
+  static final boolean GRPC_JOINS_SMALL_PIECES = joinsSmallPieces();
+
   private PieceStreams() {}
+
+  private static boolean joinsSmallPieces() {
+    try (InputStream probe = open(direct(new byte[1026], 1, 2))) {
+      return !((HasByteBuffer) probe).byteBufferSupported();
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
 
   /** Pooled direct buffers holding {@code bytes} cut at {@code cuts}; caller must release. */
   static List<ByteBuf> direct(byte[] bytes, int... cuts) {
@@ -175,6 +191,11 @@ final class PieceStreams {
     @Override
     public void readBytes(OutputStream dest, int length) throws IOException {
       buf.readBytes(dest, length);
+    }
+
+    /** grpc-java 1.76's {@code ReadableBuffer} declares it; 1.85's does not. */
+    public void readBytes(ByteBuffer dest) {
+      buf.readBytes(dest);
     }
 
     @Override

@@ -23,8 +23,6 @@ import io.grpc.stub.StreamObserver;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.EventLoopGroup;
-import io.netty.channel.MultiThreadIoEventLoopGroup;
-import io.netty.channel.nio.NioIoHandler;
 import io.netty.channel.socket.nio.NioServerSocketChannel;
 import io.netty.channel.socket.nio.NioSocketChannel;
 import io.netty.handler.codec.http2.DefaultHttp2Headers;
@@ -32,6 +30,7 @@ import io.netty.handler.codec.http2.DefaultHttp2HeadersEncoder;
 import io.netty.handler.codec.http2.Http2Headers;
 import io.netty.util.AsciiString;
 import io.pinless.testing.Chunk;
+import io.pinless.testing.NettyTransports;
 import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.net.Socket;
@@ -80,7 +79,7 @@ class ReadBudgetIntegrationTest {
           out.onCompleted();
         }))
         .build();
-    EventLoopGroup group = new MultiThreadIoEventLoopGroup(1, NioIoHandler.newFactory());
+    EventLoopGroup group = NettyTransports.nio(1);
     Server server = NettyServerBuilder.forAddress(new InetSocketAddress("127.0.0.1", 0),
             creds.server())
         .bossEventLoopGroup(group)
@@ -164,7 +163,7 @@ class ReadBudgetIntegrationTest {
     ServerServiceDefinition service = ServerServiceDefinition.builder(SERVICE)
         .addMethod(method, ServerCalls.asyncClientStreamingCall(holder::call))
         .build();
-    EventLoopGroup group = new MultiThreadIoEventLoopGroup(2, NioIoHandler.newFactory());
+    EventLoopGroup group = NettyTransports.nio(2);
     Server server = NettyServerBuilder.forAddress(new InetSocketAddress("127.0.0.1", 0),
             serverCreds.server())
         .bossEventLoopGroup(group)

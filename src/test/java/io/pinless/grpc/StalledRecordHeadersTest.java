@@ -17,8 +17,6 @@ import io.netty.channel.ChannelInitializer;
 import io.netty.channel.ChannelOption;
 import io.netty.channel.ChannelPromise;
 import io.netty.channel.EventLoopGroup;
-import io.netty.channel.MultiThreadIoEventLoopGroup;
-import io.netty.channel.nio.NioIoHandler;
 import io.netty.channel.socket.nio.NioServerSocketChannel;
 import io.netty.channel.socket.nio.NioSocketChannel;
 import io.netty.handler.ssl.ClientAuth;
@@ -26,6 +24,7 @@ import io.netty.handler.ssl.SslProvider;
 import io.netty.util.internal.SocketUtils;
 import io.pinless.alts.handshake.AltsHandshakeHandler;
 import io.pinless.alts.handshake.AltsHandshakeResult;
+import io.pinless.testing.NettyTransports;
 import io.pinless.testing.PoolBytes;
 import io.pinless.testing.TestCertificates;
 import io.pinless.tls.TlsHandshakeHandler;
@@ -178,9 +177,9 @@ class StalledRecordHeadersTest {
     // One arena and no thread caches: live bytes are what live buffers take.
     PooledByteBufAllocator serverAlloc =
         new PooledByteBufAllocator(true, 1, 1, 8192, 9, 0, 0, false);
-    EventLoopGroup boss = new MultiThreadIoEventLoopGroup(1, NioIoHandler.newFactory());
-    EventLoopGroup worker = new MultiThreadIoEventLoopGroup(1, NioIoHandler.newFactory());
-    EventLoopGroup clients = new MultiThreadIoEventLoopGroup(1, NioIoHandler.newFactory());
+    EventLoopGroup boss = NettyTransports.nio(1);
+    EventLoopGroup worker = NettyTransports.nio(1);
+    EventLoopGroup clients = NettyTransports.nio(1);
     ServerCredentials creds = alts
         ? PinlessServerCredentials.altsBuilder().handshakerAddress(handshakers.serverAddress())
             .build()

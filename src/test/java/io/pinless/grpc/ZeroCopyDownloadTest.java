@@ -20,8 +20,6 @@ import io.grpc.stub.StreamObserver;
 import io.netty.buffer.PooledByteBufAllocator;
 import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
-import io.netty.channel.MultiThreadIoEventLoopGroup;
-import io.netty.channel.nio.NioIoHandler;
 import io.netty.channel.socket.nio.NioSocketChannel;
 import io.pinless.PinlessMetrics.Metric;
 import io.pinless.Settings;
@@ -29,6 +27,7 @@ import io.pinless.http2.FrameSlicer;
 import io.pinless.read.ReadPolicy;
 import io.pinless.testing.Chunk;
 import io.pinless.testing.ChunkService;
+import io.pinless.testing.NettyTransports;
 import io.pinless.testing.PoolBytes;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
@@ -68,7 +67,7 @@ class ZeroCopyDownloadTest {
     final Server server;
     final ManagedChannel channel;
     /** The client channel's one event loop, where its read budget sweeps on a timer. */
-    final EventLoopGroup clientLoop = new MultiThreadIoEventLoopGroup(1, NioIoHandler.newFactory());
+    final EventLoopGroup clientLoop = NettyTransports.nio(1);
 
     Download(ServerCredentials serverCredentials, ChannelCredentials channelCredentials,
         PooledByteBufAllocator pool) throws Exception {

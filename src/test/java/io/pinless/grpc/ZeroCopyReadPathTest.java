@@ -17,9 +17,8 @@ import io.grpc.stub.StreamObserver;
 import io.netty.bootstrap.Bootstrap;
 import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
-import io.netty.channel.MultiThreadIoEventLoopGroup;
-import io.netty.channel.nio.NioIoHandler;
 import io.netty.channel.socket.nio.NioServerSocketChannel;
+import io.pinless.testing.NettyTransports;
 import io.pinless.testing.RawHttp2Client;
 import io.grpc.netty.NettyChannelBuilder;
 import io.grpc.netty.NettyServerBuilder;
@@ -153,7 +152,7 @@ class ZeroCopyReadPathTest {
           public void onCompleted() {}
         }))
         .build();
-    EventLoopGroup serverLoop = new MultiThreadIoEventLoopGroup(1, NioIoHandler.newFactory());
+    EventLoopGroup serverLoop = NettyTransports.nio(1);
     Server server = NettyServerBuilder.forAddress(
             new InetSocketAddress("127.0.0.1", 0), security.server(handshakers.serverAddress()))
         .bossEventLoopGroup(serverLoop)
@@ -163,7 +162,7 @@ class ZeroCopyReadPathTest {
         .addService(service)
         .build()
         .start();
-    EventLoopGroup group = new MultiThreadIoEventLoopGroup(1, NioIoHandler.newFactory());
+    EventLoopGroup group = NettyTransports.nio(1);
     try {
       RawHttp2Client client = new RawHttp2Client(security.secure(),
           "/" + upload.getFullMethodName(), streams, messageBytes, frameBytes, 16384);

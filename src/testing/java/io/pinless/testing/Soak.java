@@ -20,8 +20,6 @@ import io.grpc.stub.StreamObserver;
 import io.netty.buffer.PooledByteBufAllocator;
 import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
-import io.netty.channel.MultiThreadIoEventLoopGroup;
-import io.netty.channel.nio.NioIoHandler;
 import io.netty.channel.socket.nio.NioServerSocketChannel;
 import io.netty.channel.socket.nio.NioSocketChannel;
 import io.netty.handler.ssl.ClientAuth;
@@ -765,9 +763,9 @@ public final class Soak {
     private final Server clientHandshaker;
     private final Server serverHandshaker;
     private final EventLoopGroup serverGroup =
-        new MultiThreadIoEventLoopGroup(1, NioIoHandler.newFactory());
+        NettyTransports.nio(1);
     private final EventLoopGroup clientGroup =
-        new MultiThreadIoEventLoopGroup(1, NioIoHandler.newFactory());
+        NettyTransports.nio(1);
     /** Direct, one arena of each kind, no thread caches: what the arenas report is what buffers hold. */
     private final PooledByteBufAllocator serverAlloc =
         new PooledByteBufAllocator(true, 1, 1, 8192, 9, 0, 0, false);

@@ -26,14 +26,13 @@ import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelInitializer;
 import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
-import io.netty.channel.MultiThreadIoEventLoopGroup;
-import io.netty.channel.nio.NioIoHandler;
 import io.netty.channel.socket.nio.NioServerSocketChannel;
 import io.netty.channel.socket.nio.NioSocketChannel;
 import io.pinless.alts.handshake.proto.HandshakerResp;
 import io.pinless.read.ReadBudget;
 import io.pinless.connection.ConnectionHandler;
 import io.pinless.testing.Handshakers;
+import io.pinless.testing.NettyTransports;
 import java.io.ByteArrayOutputStream;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
@@ -80,7 +79,7 @@ class AltsHandshakeHandlerTest {
         .build()
         .start();
     clientHandshaker = Handshakers.start("client-sa");
-    group = new MultiThreadIoEventLoopGroup(2, NioIoHandler.newFactory());
+    group = NettyTransports.nio(2);
   }
 
   @AfterEach

@@ -16,13 +16,12 @@ import io.netty.channel.Channel;
 import io.netty.channel.ChannelHandler;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.EventLoopGroup;
-import io.netty.channel.MultiThreadIoEventLoopGroup;
-import io.netty.channel.nio.NioIoHandler;
 import io.netty.channel.socket.nio.NioServerSocketChannel;
 import io.netty.channel.socket.nio.NioSocketChannel;
 import io.pinless.alts.handshake.proto.HandshakerReq;
 import io.pinless.alts.handshake.proto.HandshakerResp;
 import io.pinless.testing.Handshakers;
+import io.pinless.testing.NettyTransports;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.util.List;
@@ -70,7 +69,7 @@ class HandshakerCallsTest {
             .build())
         .build()
         .start();
-    serverGroup = new MultiThreadIoEventLoopGroup(1, NioIoHandler.newFactory());
+    serverGroup = NettyTransports.nio(1);
     listener = new ServerBootstrap()
         .group(serverGroup)
         .channel(NioServerSocketChannel.class)
@@ -105,8 +104,8 @@ class HandshakerCallsTest {
   @Test
   void aQueuedHandshakeWhoseEventLoopIsShutDownGivesBackItsSlot() throws Exception {
     HandshakerCalls calls = new HandshakerCalls(1);
-    EventLoopGroup first = new MultiThreadIoEventLoopGroup(1, NioIoHandler.newFactory());
-    EventLoopGroup second = new MultiThreadIoEventLoopGroup(1, NioIoHandler.newFactory());
+    EventLoopGroup first = NettyTransports.nio(1);
+    EventLoopGroup second = NettyTransports.nio(1);
     try {
       Channel holder = connect(first, calls);
       assertNotNull(received.poll(60, TimeUnit.SECONDS), "the first client_start");
