@@ -19,6 +19,11 @@ import java.util.concurrent.TimeUnit;
  * <p>A pinless connection advertises an HTTP/2 SETTINGS_MAX_FRAME_SIZE of 64 KiB (16 KiB is
  * HTTP/2's default and grpc-netty's), so its peer sends DATA in fewer, larger frames; {@code
  * -Dpinless.http2.maxFrameSize} sets it ({@link io.pinless.Settings}).
+ *
+ * <p>They carry grpc-netty's (unshaded) negotiators. grpc-netty-shaded's builders cannot run
+ * them and fail with its own message, "Unsupported credential type:
+ * io.grpc.netty.NettyChannelCredentials": use {@code io.grpc.netty}'s builders or {@code
+ * Grpc.newChannelBuilder}, which skips the shaded transport for these credentials.
  */
 public final class PinlessChannelCredentials {
   private PinlessChannelCredentials() {}
