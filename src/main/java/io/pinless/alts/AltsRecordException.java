@@ -31,6 +31,7 @@ public final class AltsRecordException extends DecoderException {
     CRYPTO_FAILURE
   }
 
+  /** Which rule was broken. */
   private final Reason reason;
 
   /** Creates an exception for {@code reason} with a message naming the value and the limit. */

@@ -19,7 +19,7 @@ import java.util.function.BiConsumer;
  * <pre>
  *   socket --read buffer--> [ReadPolicy] --> [RecordStage, optional] --plaintext--> [FrameSlicer]
  *          --whole frames--> next handler (grpc-netty's Http2ConnectionHandler)
- *   socket <--records-- [RecordStage, optional] <--plaintext writes-- next handlers
+ *   socket &lt;--records-- [RecordStage, optional] &lt;--plaintext writes-- next handlers
  * </pre>
  *
  * <p>Until {@link #install} it passes every message through (a handshake handler behind it sees

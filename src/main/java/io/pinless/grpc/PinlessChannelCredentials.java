@@ -22,6 +22,11 @@ import java.util.concurrent.TimeUnit;
  *
  * <p>Every factory here throws {@link IllegalStateException}, naming the supported grpc-java range,
  * when the grpc-netty or Netty found lacks a class or member pinless links to.
+ *
+ * <p>They carry grpc-netty's (unshaded) negotiators. grpc-netty-shaded's builders cannot run
+ * them and fail with its own message, "Unsupported credential type:
+ * io.grpc.netty.NettyChannelCredentials": use {@code io.grpc.netty}'s builders or {@code
+ * Grpc.newChannelBuilder}, which skips the shaded transport for these credentials.
  */
 public final class PinlessChannelCredentials {
   private PinlessChannelCredentials() {}

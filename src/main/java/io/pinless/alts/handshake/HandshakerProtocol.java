@@ -13,7 +13,11 @@ public final class HandshakerProtocol {
   /** The service's full name. */
   public static final String SERVICE_NAME = "grpc.gcp.HandshakerService";
 
-  /** {@code DoHandshake}: one {@code client_start} or {@code server_start}, then {@code next}s. */
+  /**
+   * {@code DoHandshake}: one {@code client_start} or {@code server_start}, then {@code next}s.
+   * Built here rather than generated, so that it keeps the public method name while the messages
+   * live in pinless's own proto package ({@code pinless.alts.handshaker}).
+   */
   public static final MethodDescriptor<HandshakerReq, HandshakerResp> DO_HANDSHAKE =
       MethodDescriptor.<HandshakerReq, HandshakerResp>newBuilder()
           .setType(MethodDescriptor.MethodType.BIDI_STREAMING)

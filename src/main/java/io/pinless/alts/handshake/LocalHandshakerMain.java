@@ -29,7 +29,12 @@ public final class LocalHandshakerMain {
 
   private LocalHandshakerMain() {}
 
-  /** Starts the service and serves until the process is stopped. */
+  /**
+   * Starts the service and serves until the process is stopped.
+   *
+   * @throws IOException if the deployment key file cannot be read or the port cannot be bound
+   * @throws InterruptedException if interrupted while serving
+   */
   public static void main(String[] args) throws IOException, InterruptedException {
     int port;
     try {
@@ -57,6 +62,8 @@ public final class LocalHandshakerMain {
   /**
    * Serves a {@link LocalHandshakerService} for {@code account} without a deployment key (nothing
    * is authenticated) in plaintext on the loopback interface, at {@code port} (0 for any free one).
+   *
+   * @throws IOException if the port cannot be bound
    */
   public static Server start(int port, String account) throws IOException {
     return start(port, account, null);
@@ -69,6 +76,7 @@ public final class LocalHandshakerMain {
    *
    * @throws IllegalArgumentException as {@link LocalHandshakerService#LocalHandshakerService(
    *     String, byte[])}
+   * @throws IOException if the port cannot be bound
    */
   public static Server start(int port, String account, byte[] deploymentKey) throws IOException {
     return NettyServerBuilder.forAddress(

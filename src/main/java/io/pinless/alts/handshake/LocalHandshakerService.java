@@ -36,8 +36,8 @@ import java.util.List;
  * <pre>
  *   client's service               connection                      server's service
  *   client_start -> out: [len u32 BE | hello c] ---------------> server_start(in_bytes)
- *                                  <- out: [len | hello s][len | finished s]
- *   next(in_bytes) <-------------------------------------------
+ *                                  &lt;- out: [len | hello s][len | finished s]
+ *   next(in_bytes) &lt;-------------------------------------------
  *     (checks finished s) -> result, out: [len | finished c] --> next(in_bytes)
  *                                                                (checks finished c) -> result
  * </pre>
