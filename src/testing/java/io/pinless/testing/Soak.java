@@ -91,8 +91,9 @@ import java.util.zip.CRC32;
  *
  * <p>A task on every event loop of the servers and the clients is due every 10 ms; how late it
  * runs is a stall. A stall counts what the loop itself caused: its lateness less the time the
- * loop's thread waited for a core (Linux's scheduler statistics) and the collections' pauses,
- * which a machine with other work, or the collector, imposes on every thread alike. The raw
+ * loop's thread waited for a core (Linux's scheduler statistics), the collections' pauses and
+ * the hiccups a probe thread outside the loops sees (safepoints, page faults, a machine short of
+ * memory), which the machine or the JVM imposes on every thread alike. The raw
  * lateness is printed too. The samples' own collections are left out, and stalls before the
  * reference sample (classes loading, the JIT compiling) are printed apart, not checked.
  *
@@ -210,7 +211,8 @@ public final class Soak {
    * @param busyMillis how long the loop's thread ran on a core in the window
    * @param waitMillis how long the loop's thread was ready to run but waited for a core (Linux's
    *     scheduler statistics; 0 elsewhere)
-   * @param gcMillis how long collections stopped the process in the window
+   * @param gcMillis how long collections, or hiccups every thread saw, stopped the process in the
+   *     window
    * @param loop the loop's thread
    * @param atMillis when the task was due, since the rig started
    */
@@ -221,7 +223,7 @@ public final class Soak {
     @Override
     public String toString() {
       return String.format(Locale.ROOT, "%d ms (late %d ms: on a core %d, waiting for a core %d,"
-          + " in collections %d) on %s at %d s", lateMillis, rawMillis, busyMillis, waitMillis,
+          + " paused for all %d) on %s at %d s", lateMillis, rawMillis, busyMillis, waitMillis,
           gcMillis, loop, atMillis / 1000);
     }
   }
@@ -594,8 +596,14 @@ public final class Soak {
     private final long uptimeZero = System.nanoTime()
         - TimeUnit.MILLISECONDS.toNanos(ManagementFactory.getRuntimeMXBean().getUptime());
     private final ConcurrentLinkedQueue<Tick> late = new ConcurrentLinkedQueue<>();
-    /** Pauses as [start, end] nanoTime pairs; the ones older than every pending tick go. */
+    /**
+     * Pauses as [start, end] nanoTime pairs, collections' and the probe's; the ones older than
+     * every pending tick go.
+     */
     private final ConcurrentLinkedQueue<long[]> pauses = new ConcurrentLinkedQueue<>();
+    /** Sleeps 1 ms at a time; a wake-up later than {@link #HICCUP_NANOS} is a pause for all. */
+    private final Thread probe = new Thread(this::probe, "soak-hiccup-probe");
+    private static final long HICCUP_NANOS = TimeUnit.MILLISECONDS.toNanos(5);
     private final List<Runnable> unsubscribe = new ArrayList<>();
     private Stall warmup = Stall.NONE;
     private Stall steady = Stall.NONE;
@@ -632,6 +640,24 @@ public final class Soak {
               // already removed
             }
           });
+        }
+      }
+      probe.setDaemon(true);
+      probe.start();
+    }
+
+    /** Runs on {@link #probe}: records as a pause each time it wakes far later than asked. */
+    private void probe() {
+      while (!stopped) {
+        long asleep = System.nanoTime();
+        try {
+          Thread.sleep(1);
+        } catch (InterruptedException e) {
+          return;
+        }
+        long awake = System.nanoTime();
+        if (awake - asleep > TimeUnit.MILLISECONDS.toNanos(1) + HICCUP_NANOS) {
+          pauses.add(new long[] {asleep + TimeUnit.MILLISECONDS.toNanos(1), awake});
         }
       }
     }
@@ -682,10 +708,7 @@ public final class Soak {
           continue;
         }
         it.remove();
-        long gc = 0;
-        for (long[] pause : pauses) {
-          gc += Math.max(0, Math.min(pause[1], t.ran) - Math.max(pause[0], t.due));
-        }
+        long gc = pausedWithin(t.due, t.ran);
         long raw = t.ran - t.due;
         Stall stall = new Stall(
             TimeUnit.NANOSECONDS.toMillis(Math.max(0, raw - t.queued - gc)),
@@ -701,6 +724,28 @@ public final class Soak {
       }
       long keepFrom = Math.min(oldestPending, before);
       pauses.removeIf(pause -> pause[1] < keepFrom - TimeUnit.SECONDS.toNanos(1));
+    }
+
+    /** How long pauses (their union: a collection and the probe's hiccup may overlap) cover. */
+    private long pausedWithin(long from, long to) {
+      List<long[]> within = new ArrayList<>();
+      for (long[] pause : pauses) {
+        long start = Math.max(pause[0], from);
+        long end = Math.min(pause[1], to);
+        if (end > start) {
+          within.add(new long[] {start, end});
+        }
+      }
+      within.sort(java.util.Comparator.comparingLong(p -> p[0]));
+      long covered = 0;
+      long reached = from;
+      for (long[] p : within) {
+        if (p[1] > reached) {
+          covered += p[1] - Math.max(p[0], reached);
+          reached = p[1];
+        }
+      }
+      return covered;
     }
 
     /** Judges what is pending; from now on stalls count as the rest of the run's. */
@@ -719,6 +764,7 @@ public final class Soak {
 
     void stop() {
       stopped = true;
+      probe.interrupt();
       unsubscribe.forEach(Runnable::run);
     }
 
