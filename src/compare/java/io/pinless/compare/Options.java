@@ -76,7 +76,7 @@ public final class Options {
   private Options() {}
 
   /**
-   * Parses {@code args}. {@code --quick} sets short phases and 200 idle connections; options
+   * Parses {@code args}. {@code --quick} sets short phases and 100 idle connections; options
    * given explicitly win over it, wherever they stand.
    */
   public static Options parse(String... args) throws UsageException {
@@ -129,7 +129,7 @@ public final class Options {
       o.durationMillis = 3_000;
       o.warmupMillis = 1_000;
       o.settleMillis = 0;
-      o.idleConnections = 200;
+      o.idleConnections = 100;
     }
     for (Map.Entry<String, String> e : given.entrySet()) {
       o.set(e.getKey(), e.getValue());
