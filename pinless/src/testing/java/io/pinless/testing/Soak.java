@@ -101,8 +101,8 @@ import java.util.zip.CRC32;
  * to have every buffer tracked.
  *
  * <pre>
- *   mvn -Pjmh -DskipTests package &amp;&amp; java -Dio.netty.leakDetection.level=PARANOID \
- *       -cp target/benchmarks.jar io.pinless.testing.Soak [duration] [workers] [transports]
+ *   mvn -Ptools,jmh -DskipTests package &amp;&amp; java -Dio.netty.leakDetection.level=PARANOID \
+ *       -cp tools/target/benchmarks.jar io.pinless.testing.Soak [duration] [workers] [transports]
  * </pre>
  */
 public final class Soak {

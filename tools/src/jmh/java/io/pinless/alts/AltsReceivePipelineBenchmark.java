@@ -44,7 +44,7 @@ import org.openjdk.jmh.infra.Blackhole;
  * </ul>
  *
  * <pre>
- *   java -jar target/benchmarks.jar AltsReceivePipelineBenchmark -prof gc
+ *   java -jar tools/target/benchmarks.jar AltsReceivePipelineBenchmark -prof gc
  * </pre>
  */
 @BenchmarkMode(Mode.Throughput)

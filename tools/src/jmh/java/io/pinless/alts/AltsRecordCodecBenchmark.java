@@ -40,7 +40,7 @@ import org.openjdk.jmh.infra.Blackhole;
  * against the bare cipher.
  *
  * <pre>
- *   mvn -Pjmh -DskipTests package &amp;&amp; java -jar target/benchmarks.jar AltsRecordCodecBenchmark -prof gc
+ *   mvn -Ptools,jmh -DskipTests package &amp;&amp; java -jar tools/target/benchmarks.jar AltsRecordCodecBenchmark -prof gc
  * </pre>
  *
  * <p>{@code frameSize} is a whole frame, {@code 4 + length}: the plaintext of each operation is

@@ -32,7 +32,7 @@ import org.openjdk.jmh.annotations.Warmup;
  * and grpc's default event loops).
  *
  * <pre>
- *   mvn -Pjmh -DskipTests package &amp;&amp; java -jar target/benchmarks.jar AltsDownloadBenchmark -prof gc
+ *   mvn -Ptools,jmh -DskipTests package &amp;&amp; java -jar tools/target/benchmarks.jar AltsDownloadBenchmark -prof gc
  * </pre>
  *
  * <p>One operation downloads 16 MiB in a server-streaming call (see {@link ReadPathBenchmark}).

@@ -41,7 +41,7 @@ import java.util.function.Consumer;
  * <pre>
  *   java -Xms1g -Xmx1g -Dio.netty.leakDetection.level=disabled \
  *       -Dio.grpc.netty.shaded.io.netty.leakDetection.level=disabled \
- *       -cp target/benchmarks.jar io.pinless.grpc.ChunkInterleaved \
+ *       -cp tools/target/benchmarks.jar io.pinless.grpc.ChunkInterleaved \
  *       [chunkBytes (2097152)] [variants (pinless,stock,stock,stock)] [rounds (12)] \
  *       [window seconds (2)] [warm-up rounds (4)]
  * </pre>

@@ -16,7 +16,7 @@ import java.util.concurrent.TimeUnit;
  * executor threads, ...).
  *
  * <pre>
- *   java -cp target/benchmarks.jar io.pinless.grpc.HeapByThread [calls] [messageBytes] [rounds] [pinless,stock]
+ *   java -cp tools/target/benchmarks.jar io.pinless.grpc.HeapByThread [calls] [messageBytes] [rounds] [pinless,stock]
  * </pre>
  */
 public final class HeapByThread {

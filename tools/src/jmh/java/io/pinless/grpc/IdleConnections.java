@@ -35,8 +35,8 @@ import java.util.concurrent.TimeUnit;
  * means that only with the heap committed and touched up front, as below.
  *
  * <pre>
- *   mvn -Pjmh -DskipTests package &amp;&amp; java -Xms2g -Xmx2g -XX:+AlwaysPreTouch \
- *       -cp target/benchmarks.jar io.pinless.grpc.IdleConnections [connections] [nio,epoll,io_uring_ring] [--classes] [--tls]
+ *   mvn -Ptools,jmh -DskipTests package &amp;&amp; java -Xms2g -Xmx2g -XX:+AlwaysPreTouch \
+ *       -cp tools/target/benchmarks.jar io.pinless.grpc.IdleConnections [connections] [nio,epoll,io_uring_ring] [--classes] [--tls]
  * </pre>
  *
  * <p>Each variant gets its own pooled allocator, with thread caches off so that what the pool

@@ -15,7 +15,7 @@ import java.util.Locale;
  * <pre>
  *   java -Xms1g -Xmx1g -Dio.netty.leakDetection.level=disabled \
  *       -Dio.grpc.netty.shaded.io.netty.leakDetection.level=disabled \
- *       -cp target/benchmarks.jar io.pinless.grpc.Interleaved \
+ *       -cp tools/target/benchmarks.jar io.pinless.grpc.Interleaved \
  *       [messageBytes (1024)] [variants (pinless,stock)] [rounds (20)] [window seconds (3)] [warm-up rounds (10)]
  * </pre>
  *

@@ -23,7 +23,7 @@ import org.openjdk.jmh.annotations.Warmup;
  * stock grpc-netty's, in one run.
  *
  * <pre>
- *   mvn -Pjmh -DskipTests package &amp;&amp; java -jar target/benchmarks.jar ReadPathBenchmark -prof gc
+ *   mvn -Ptools,jmh -DskipTests package &amp;&amp; java -jar tools/target/benchmarks.jar ReadPathBenchmark -prof gc
  * </pre>
  *
  * <p>One operation is one server-streaming call that downloads {@value #BYTES_PER_CALL} bytes in

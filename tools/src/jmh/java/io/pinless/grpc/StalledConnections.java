@@ -21,7 +21,7 @@ import java.util.concurrent.TimeUnit;
  * Then the proxy forwards the rest and every call must complete with all its bytes.
  *
  * <pre>
- *   java -cp target/benchmarks.jar io.pinless.grpc.StalledConnections [connections] [received] [response] [variants] [rounds]
+ *   java -cp tools/target/benchmarks.jar io.pinless.grpc.StalledConnections [connections] [received] [response] [variants] [rounds]
  * </pre>
  *
  * <p>Defaults: 100 connections, 100,000 bytes received of a 1 MiB response, every variant

@@ -32,7 +32,7 @@ import java.util.concurrent.atomic.AtomicInteger;
  * {@code report.json} and {@code report.png}.
  *
  * <pre>
- *   mvn -q -DskipTests package &amp;&amp; java -jar target/pinless-compare.jar [--quick] [options]
+ *   mvn -q -Ptools -DskipTests package &amp;&amp; java -jar tools/target/pinless-compare.jar [--quick] [options]
  * </pre>
  */
 public final class Compare {
@@ -91,7 +91,7 @@ public final class Compare {
     JsonObject report = new JsonObject();
     report.addProperty("tool", "pinless compare");
     report.addProperty("generated", Instant.now().truncatedTo(ChronoUnit.SECONDS).toString());
-    report.addProperty("command", ("java -jar target/pinless-compare.jar " + String.join(" ", args)).trim());
+    report.addProperty("command", ("java -jar tools/target/pinless-compare.jar " + String.join(" ", args)).trim());
     report.add("machine", machine());
     report.add("options", options(options));
     JsonArray variants = new JsonArray();

@@ -30,7 +30,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * CPU time during the storm.
  *
  * <pre>
- *   mvn -q -DskipTests package &amp;&amp; java -cp target/pinless-compare.jar io.pinless.compare.HandshakeStorm [connections] [transport] [warm-up storms]
+ *   mvn -q -Ptools -DskipTests package &amp;&amp; java -cp tools/target/pinless-compare.jar io.pinless.compare.HandshakeStorm [connections] [transport] [warm-up storms]
  * </pre>
  */
 public final class HandshakeStorm {

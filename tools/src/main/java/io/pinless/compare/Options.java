@@ -12,7 +12,7 @@ import java.util.Map;
 public final class Options {
   /** The usage text printed with {@code --help} and after a bad option. */
   public static final String USAGE = String.join("\n",
-      "usage: java -jar target/pinless-compare.jar [options]",
+      "usage: java -jar tools/target/pinless-compare.jar [options]",
       "  --quick                  every phase for a few seconds (the whole run well under 2 minutes)",
       "  --variants a,b,...       which to run, in order (default pinless-alts,stock-alts,stock-plaintext;",
       "                           also pinless-plaintext, and pinless-tls and stock-tls: TLS over",
