@@ -6,7 +6,7 @@
 # one JMH run with -f N runs all of a row's forks before the next row's, so the rows of a round
 # are compared with each other, and the median over the rounds is the figure.
 #
-#   mvn -q -Pjmh -DskipTests package
+#   mvn -q -Ptools,jmh -DskipTests package
 #   bash docs/bench/alternate-codec.sh [rounds (6)] [frameSize (16384)]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -17,7 +17,7 @@ trap 'rm -rf "$out"' EXIT
 
 # One fork of one row; prints its ops/s.
 fork() {
-  java -jar target/benchmarks.jar "AltsRecordCodecBenchmark.$1\$" -p frameSize="$size" \
+  java -jar tools/target/benchmarks.jar "AltsRecordCodecBenchmark.$1\$" -p frameSize="$size" \
       -f 1 -rf csv -rff "$out/$1.csv" > "$out/$1.log" 2>&1
   awk -F, -v row="$1" '$1 ~ row"\"$" { print $5 }' "$out/$1.csv"
 }

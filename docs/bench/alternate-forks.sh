@@ -5,7 +5,7 @@
 # forks compares each pinless fork with the stock fork beside it, where one JMH run with -f N
 # runs all of pinless's forks before any of stock's.
 #
-#   mvn -q -Pjmh -DskipTests package
+#   mvn -q -Ptools,jmh -DskipTests package
 #   bash docs/bench/alternate-forks.sh [pairs (4)] [messageBytes (1048576)] [more JMH options]
 #
 # WI=n sets the warm-up iterations (3 s each; default 3). On two cores the JIT is still compiling
@@ -20,7 +20,7 @@ trap 'rm -rf "$out"' EXIT
 
 # One fork of one variant; prints "payload-bytes/s cpu-ns/s heap-bytes/op" from JMH's CSV.
 fork() {
-  java -jar target/benchmarks.jar ReadPathBenchmark -p variant="$1" -p messageBytes="$bytes" \
+  java -jar tools/target/benchmarks.jar ReadPathBenchmark -p variant="$1" -p messageBytes="$bytes" \
       -f 1 -wi "${WI:-3}" -i 4 -prof gc -rf csv -rff "$out/$1.csv" "${@:2}" > "$out/$1.log" 2>&1
   awk -F, '
     /downloadSixteenMebibytes:payloadBytes"/ { pay = $5 }
