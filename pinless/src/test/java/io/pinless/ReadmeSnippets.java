@@ -39,13 +39,9 @@ final class ReadmeSnippets {
 
   static void plaintext(BindableService myService) throws Exception {
     Server server = NettyServerBuilder.forPort(8080, PinlessServerCredentials.insecure())
-        .addService(myService)
-        .build()
-        .start();
-
+        .addService(myService).build().start();
     ManagedChannel channel = NettyChannelBuilder
-        .forAddress("localhost", 8080, PinlessChannelCredentials.insecure())
-        .build();
+        .forAddress("localhost", 8080, PinlessChannelCredentials.insecure()).build();
   }
 
   static void tls(File certChainFile, File keyFile, File clientCaFile, File caFile,
@@ -55,7 +51,6 @@ final class ReadmeSnippets {
         .clientAuth(ClientAuth.REQUIRE)
         .build();
     ServerCredentials serverCreds = PinlessServerCredentials.tls(serverContext);
-
     SslContext clientContext = GrpcSslContexts.forClient()
         .trustManager(caFile)
         .keyManager(clientCertFile, clientKeyFile)  // for mutual TLS
@@ -89,8 +84,7 @@ final class ReadmeSnippets {
       FileChannel file) throws Exception {
     ZeroCopyMarshaller<ReadResponse> responses = ZeroCopyMarshaller.of(ReadResponse.getDefaultInstance());
     MethodDescriptor<ReadRequest, ReadResponse> read = StorageGrpc.getReadMethod().toBuilder()
-        .setResponseMarshaller(responses)
-        .build();
+        .setResponseMarshaller(responses).build();
     var it = ClientCalls.blockingServerStreamingCall(channel, read, options, request);
     while (it.hasNext()) {
       ReadResponse response = it.next();
