@@ -83,7 +83,8 @@ class AltsDefaultsTest {
     if (metadataHost != null) {
       builder.environment().put("GCE_METADATA_HOST", metadataHost);
     }
-    Process p = builder.redirectErrorStream(true).start();
+    // Standard error (where libraries on the test class path may warn) goes to the test's log.
+    Process p = builder.redirectError(ProcessBuilder.Redirect.INHERIT).start();
     ByteArrayOutputStream out = new ByteArrayOutputStream();
     p.getInputStream().transferTo(out);
     assertTrue(p.waitFor(60, TimeUnit.SECONDS), "the JVM ends");

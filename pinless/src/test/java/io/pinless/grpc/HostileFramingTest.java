@@ -48,7 +48,7 @@ class HostileFramingTest {
   static void measureInAJvmOfItsOwn() throws Exception {
     Process child = new ProcessBuilder(
             Paths.get(System.getProperty("java.home"), "bin", "java").toString(),
-            "-Xmx512m", "-XX:G1HeapRegionSize=32m", "-Dio.netty.leakDetection.level=disabled",
+            "-Xmx1g", "-XX:G1HeapRegionSize=32m", "-Dio.netty.leakDetection.level=disabled",
             "-cp", System.getProperty("java.class.path"), HostileFraming.class.getName())
         .redirectErrorStream(true)
         .start();
