@@ -145,7 +145,7 @@ public final class PinlessChannelCredentials {
      * The credentials, for {@code Grpc.newChannelBuilder} or {@code NettyChannelBuilder}.
      *
      * @throws IllegalArgumentException if {@code pinless.alts.crypto} names no AES-GCM provider,
-     *     or names Conscrypt and it does not load, or if no handshaker address was set and
+     *     or names Conscrypt and it does not load, or if no handshaker address is set and
      *     {@code GCE_METADATA_HOST} makes none
      */
     public ChannelCredentials build() {

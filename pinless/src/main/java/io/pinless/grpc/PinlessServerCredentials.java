@@ -132,7 +132,7 @@ public final class PinlessServerCredentials {
      * The credentials, for {@code Grpc.newServerBuilderForPort} or {@code NettyServerBuilder}.
      *
      * @throws IllegalArgumentException if {@code pinless.alts.crypto} names no AES-GCM provider,
-     *     or names Conscrypt and it does not load, or if no handshaker address was set and
+     *     or names Conscrypt and it does not load, or if no handshaker address is set and
      *     {@code GCE_METADATA_HOST} makes none
      */
     public ServerCredentials build() {

@@ -16,7 +16,7 @@ import javax.net.ssl.SSLSession;
  * Whether a TLS server's certificate is valid for an authority a call names itself ({@code
  * CallOptions.withAuthority}): the certificate's subject alternative names, DNS names with a
  * wildcard allowed only as the whole leftmost label (RFC 6125), IP addresses compared as
- * addresses. The chain itself was verified in the handshake. gRPC asks this once per authority
+ * addresses. The handshake verifies the chain itself. gRPC asks this once per authority
  * and connection; by default it only logs a mismatch, and fails the call when {@code
  * GRPC_ENABLE_PER_RPC_AUTHORITY_CHECK} is set, as with grpc-netty's own TLS.
  */
