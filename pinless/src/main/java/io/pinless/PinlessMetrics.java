@@ -48,7 +48,12 @@ public final class PinlessMetrics {
      * Bytes of zero-copy messages and payloads garbage-collected without a release. They are
      * never freed: a view taken from the message may still read them.
      */
-    UNRELEASED_BYTES_KEPT("unreleased_bytes_kept");
+    UNRELEASED_BYTES_KEPT("unreleased_bytes_kept"),
+    /**
+     * Bytes of sent zero-copy messages and payloads copied to the heap when released, so that a
+     * retry of their call sends them again. A channel with {@code keepSentUntilClose} copies none.
+     */
+    SENT_BYTES_COPIED("sent_bytes_copied");
 
     private final String key;
     private final LongAdder total = new LongAdder();

@@ -24,8 +24,8 @@ import java.util.Set;
  *
  * <p>What is checked is read from the class files of {@link NettyNegotiators}, {@link
  * NettyBuilders} and their nested classes (the only ones that touch grpc-netty's {@code @Internal}
- * API), not from a list kept by hand: every reference they make into {@code io.grpc} or {@code io.netty} is resolved by
- * reflection, without initializing anything.
+ * API), not from a list kept by hand: every reference they make into {@code io.grpc} or
+ * {@code io.netty} is resolved by reflection, without initializing anything.
  */
 final class GrpcNettySupport {
   /** What pinless is built and tested against. */

@@ -3,9 +3,11 @@ package io.pinless.grpc;
 import static java.util.Objects.requireNonNull;
 
 import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
 import io.netty.util.ResourceLeakDetector;
 import io.netty.util.ResourceLeakDetectorFactory;
 import io.netty.util.ResourceLeakTracker;
+import java.io.InputStream;
 import java.lang.ref.Reference;
 import java.lang.ref.ReferenceQueue;
 import java.lang.ref.WeakReference;
@@ -27,9 +29,12 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * {@link IllegalStateException}.
  *
  * <p>Sending: gRPC serializes a payload once per attempt of its call, and a retry does so after
- * {@code sendMessage} returned. Keep a sent payload open until its call closes, or install
- * {@link PayloadMarshaller#keepSentUntilClose()} on the channel. A closed payload is never sent:
- * the marshaller refuses it.
+ * {@code sendMessage} returned. A payload may be closed once {@code sendMessage} returned: a retry
+ * then sends a heap copy of a zero-copy payload, made at the close, or reads again the buffers
+ * of one made for sending, which must not change until the call closes. With
+ * {@link PayloadMarshaller#keepSentUntilClose()} on the channel the close makes no copy: the
+ * buffers are freed at the later of the close and the call's close. A payload closed before its
+ * first send is never sent: the marshaller refuses it.
  *
  * <p>Memory: a received zero-copy payload holds its message's buffers (on pinless connections
  * pooled direct buffers) until closed, and while gRPC serializes it. One never closed is reported
@@ -57,6 +62,8 @@ public final class Payload implements AutoCloseable {
   private final ResourceLeakTracker<Payload> leak;
   /** Set by the first close. */
   private final AtomicBoolean closed = new AtomicBoolean();
+  /** Set by the first send of a payload that owns no received buffers. */
+  private volatile boolean sent;
 
   private Payload(List<ByteBuffer> buffers, ReceivedBuffers received) {
     this.buffers = buffers;
@@ -78,7 +85,8 @@ public final class Payload implements AutoCloseable {
 
   /**
    * A payload of the bytes of {@code buffers}, each from its position to its limit, for sending.
-   * Borrowed: the buffers are neither copied nor released; they must not change until sent.
+   * Borrowed: the buffers are neither copied nor released; they must not change until the calls
+   * that send it close.
    */
   public static Payload of(ByteBuffer... buffers) {
     List<ByteBuffer> views = new ArrayList<>(buffers.length);
@@ -88,7 +96,10 @@ public final class Payload implements AutoCloseable {
     return new Payload(Collections.unmodifiableList(views), null);
   }
 
-  /** A payload of {@code bytes}, for sending; the array is not copied and must not change. */
+  /**
+   * A payload of {@code bytes}, for sending; the array is not copied and must not change until
+   * the calls that send it close.
+   */
   public static Payload wrap(byte[] bytes) {
     return of(ByteBuffer.wrap(bytes));
   }
@@ -117,22 +128,37 @@ public final class Payload implements AutoCloseable {
   }
 
   /**
-   * Takes a hold for sending: the received buffers of a zero-copy payload stay valid until it is
-   * dropped, even if the payload is closed meanwhile. Returns them (caller must
-   * {@link ReceivedBuffers#unhold}), or null for a payload that owns none. Throws
-   * {@link io.grpc.StatusRuntimeException} with {@link Status#FAILED_PRECONDITION} once closed
-   * and, for a zero-copy payload, no other hold keeps its buffers.
+   * The bytes for one send, in a stream gRPC closes after reading it. A zero-copy payload keeps
+   * its received buffers until that close, even if closed meanwhile. Throws
+   * {@link io.grpc.StatusRuntimeException} with {@link Status#FAILED_PRECONDITION} for a payload
+   * closed before its first send. One closed after a send (a retry of its call) is sent again:
+   * from the caller's own buffers, or from the copy a zero-copy payload's close made.
    */
-  ReceivedBuffers holdForSending() {
-    boolean valid = unclosed == null ? !closed.get() : unclosed.received.hold();
-    if (!valid) {
-      throw Status.FAILED_PRECONDITION
-          .withDescription(
-              "payload of " + size + " bytes closed before gRPC serialized it; keep a sent"
-                  + " payload open until its call closes")
-          .asRuntimeException();
+  InputStream sendingStream() {
+    if (unclosed == null) {
+      if (closed.get() && !sent) {
+        throw closedBeforeSent();
+      }
+      sent = true;
+      return new BufferStream(duplicates(), size, null);
     }
-    return unclosed == null ? null : unclosed.received;
+    ReceivedBuffers received = unclosed.received;
+    if (received.holdForSending()) {
+      return new BufferStream(duplicates(), size, received);
+    }
+    byte[] spare = received.spare();
+    if (spare == null) {
+      throw closedBeforeSent();
+    }
+    return BufferStream.of(spare);
+  }
+
+  private StatusRuntimeException closedBeforeSent() {
+    return Status.FAILED_PRECONDITION
+        .withDescription(
+            "payload of " + size + " bytes closed before gRPC serialized it; close a payload"
+                + " after sending it, not before")
+        .asRuntimeException();
   }
 
   /** The received buffers this payload owns, or null when it owns none. */

@@ -6,8 +6,9 @@ import java.util.logging.Logger;
 
 /**
  * Whether the transport providers are on: {@code pinless.provider} set, {@code pinless.enabled}
- * not turned off, and the grpc-netty found having what pinless links to. Anything that fails while finding
- * out turns them off with one log line, so gRPC's service loader never sees a provider throw.
+ * not turned off, and the grpc-netty found having what pinless links to. Anything that fails while
+ * finding out turns them off with one log line, so gRPC's service loader never sees a provider
+ * throw.
  */
 final class ProviderSwitch {
   private static final Logger LOG = Logger.getLogger(ProviderSwitch.class.getName());

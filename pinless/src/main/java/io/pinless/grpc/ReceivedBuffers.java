@@ -13,7 +13,6 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicInteger;
 import java.util.logging.Logger;
 
 /**
@@ -24,10 +23,14 @@ import java.util.logging.Logger;
  *
  * <p>Ownership: the pieces belong to the detached stream, and this class closes it once the last
  * hold is dropped. The owner's {@link #release()} drops the first hold. A sender reading the
- * bytes takes one more with {@link #hold()} and drops it with {@link #unhold()}, so a release
- * that races a send frees nothing under it. The {@link ByteBuffer} views of {@link #pieces()} are
- * valid while any hold is left. After that the memory behind them goes back to its pool and may
- * hold another message. An {@linkplain #attach attached} buffer is freed with the pieces.
+ * bytes takes one more with {@link #holdForSending()} and drops it with {@link #unhold()}, so a
+ * release that races a send frees nothing under it. gRPC reads a sent message again for each
+ * retry of its call, after {@code sendMessage} returned: a call that keeps the message takes a
+ * {@link #holdForCall()} until it closes, and a message sent with none is copied to a heap
+ * {@link #spare()} when freed, for such a retry to read instead. The {@link ByteBuffer} views of
+ * {@link #pieces()} are valid while any hold is left. After that the memory behind them goes back
+ * to its pool and may hold another message. An {@linkplain #attach attached} buffer is freed with
+ * the pieces.
  *
  * <p>gRPC copies runs of small pieces into heap arrays that offer no NIO buffer (grpc-core's
  * {@code CompositeReadableBuffer}). Such parts are read into heap arrays of their own, copied and
@@ -36,7 +39,8 @@ import java.util.logging.Logger;
  * #aliasable()} is false) and is read whole from {@link #stream()}.
  *
  * <p>Memory: holds the whole message (on pinless connections, pooled direct buffers) plus the
- * list of views, until the owner released and no sender reads them.
+ * list of views, until the owner released and no sender reads them; then, for a message sent
+ * with no call keeping it, a heap copy of it until this object is collected.
  */
 final class ReceivedBuffers {
   /** A message with more than 1/this of its bytes in parts without NIO buffers is copied whole. */
@@ -66,8 +70,17 @@ final class ReceivedBuffers {
   private int copied;
   /** Set by the owner's first release. */
   private final AtomicBoolean released = new AtomicBoolean();
-  /** Holds on the pieces: the owner's until it releases, plus one per reading sender. */
-  private final AtomicInteger holds = new AtomicInteger(1);
+  /**
+   * Holds on the pieces: the owner's until it releases, plus one per reading sender and per call
+   * keeping the message. Guarded by this; the pieces are freed when it reaches 0.
+   */
+  private int holds = 1;
+  /** Whether a sender read the message; guarded by this. */
+  private boolean sent;
+  /** Whether a call kept the message for its retries; guarded by this. */
+  private boolean keptByCall;
+  /** The message's bytes kept past the free for a retry; guarded by this. */
+  private byte[] spare;
   /** Freed with the pieces, or null; owned. */
   private volatile ByteBuf attached;
 
@@ -224,29 +237,48 @@ final class ReceivedBuffers {
   }
 
   /**
-   * Takes a hold for a sender that reads the pieces, keeping them valid until {@link #unhold()}.
-   * Returns false, taking nothing, once the pieces are freed.
+   * Takes a hold for a sender that reads the pieces, keeping them valid until {@link #unhold()},
+   * and marks the message sent. Returns false, taking nothing, once the pieces are freed.
    */
-  boolean hold() {
-    while (true) {
-      int n = holds.get();
-      if (n == 0) {
-        return false;
-      }
-      if (holds.compareAndSet(n, n + 1)) {
-        return true;
-      }
+  synchronized boolean holdForSending() {
+    if (holds == 0) {
+      return false;
     }
+    holds++;
+    sent = true;
+    return true;
   }
 
-  /** Drops a hold; the last one closes the detached stream, which releases every piece. */
-  void unhold() {
-    int left = holds.decrementAndGet();
-    if (left > 0) {
-      return;
+  /**
+   * Takes a hold for a call that may send the message again, until {@link #unhold()}: while such
+   * a hold is taken the free keeps no {@linkplain #spare spare}. Returns false, taking nothing,
+   * once the pieces are freed.
+   */
+  synchronized boolean holdForCall() {
+    if (holds == 0) {
+      return false;
     }
-    if (left < 0) {
-      throw new IllegalStateException("hold dropped twice on a " + size + "-byte message");
+    holds++;
+    keptByCall = true;
+    return true;
+  }
+
+  /**
+   * Drops a hold; the last one closes the detached stream, which releases every piece. A message
+   * sent with no call keeping it is first copied to the {@linkplain #spare spare}.
+   */
+  void unhold() {
+    synchronized (this) {
+      if (holds == 0) {
+        throw new IllegalStateException("hold dropped twice on a " + size + "-byte message");
+      }
+      if (--holds > 0) {
+        return;
+      }
+      if (sent && !keptByCall && pieces != null) {
+        spare = copyPieces();
+        Metric.SENT_BYTES_COPIED.add(size);
+      }
     }
     ByteBuf buffer = attached;
     try {
@@ -258,6 +290,25 @@ final class ReceivedBuffers {
         buffer.release();
       }
     }
+  }
+
+  /**
+   * The message's bytes, copied at the free of a message that was sent while no call kept it, so
+   * that a retry of that call sends them again; null otherwise. Not to be changed.
+   */
+  synchronized byte[] spare() {
+    return spare;
+  }
+
+  private byte[] copyPieces() {
+    byte[] copy = new byte[size];
+    int at = 0;
+    for (ByteBuffer piece : pieces) {
+      int n = piece.remaining();
+      piece.duplicate().get(copy, at, n);
+      at += n;
+    }
+    return copy;
   }
 
   /**

@@ -65,7 +65,7 @@ final class SentMessageHolds implements ClientInterceptor {
     @Override
     public void sendMessage(Q message) {
       ReceivedBuffers buffers = received.apply(message);
-      if (buffers != null && buffers.hold() && !keep(buffers)) {
+      if (buffers != null && buffers.holdForCall() && !keep(buffers)) {
         buffers.unhold();
       }
       super.sendMessage(message);

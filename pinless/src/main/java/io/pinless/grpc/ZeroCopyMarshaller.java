@@ -60,12 +60,12 @@ import java.util.concurrent.atomic.AtomicBoolean;
  *
  * <p>Sending: a zero-copy message may be sent on another call with a {@code ZeroCopyMarshaller}
  * of its type. gRPC serializes it once per attempt, and a retry (transparent, or by a retry
- * policy) serializes it again after {@code sendMessage} returned. Keep a sent message unreleased
- * until its call closes, or install {@link #keepSentUntilClose()} on the channel, which does
- * that for the application. A released message is never serialized: {@link #stream} throws
- * {@link io.grpc.StatusRuntimeException} with {@link Status#FAILED_PRECONDITION}. That fails a
- * first attempt cleanly. A retry's replay cannot report it: grpc-core leaves the call open, and
- * not even a cancel closes it until the transport does.
+ * policy) serializes it again after {@code sendMessage} returned. A sent message may be released
+ * once {@code sendMessage} returned: the release copies it to the heap, and a retry sends that
+ * copy. With {@link #keepSentUntilClose()} on the channel the release makes no copy: the buffers
+ * are freed at the later of the release and the call's close. A message released before its
+ * first send is never serialized: {@link #stream} throws {@link io.grpc.StatusRuntimeException}
+ * with {@link Status#FAILED_PRECONDITION}, which fails the call.
  *
  * <p>The zero-copy path needs gRPC's message stream to be {@link KnownLength},
  * {@link io.grpc.HasByteBuffer} and {@link io.grpc.Detachable} with its pieces in NIO buffers
@@ -88,7 +88,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
  *
  * <p>Memory: per unreleased message, its received buffers, the staging buffer if any, and one
  * map entry. A released message keeps a small entry, so that a second release fails, until it is
- * garbage-collected. A message being serialized keeps its buffers until gRPC closes the stream
+ * garbage-collected; a message sent and released with no call keeping it keeps its heap copy in
+ * that entry. A message being serialized keeps its buffers until gRPC closes the stream
  * {@link #stream} returned, even when released meanwhile.
  *
  * <p>Thread safety: every method may be called from any thread.
@@ -129,9 +130,10 @@ public final class ZeroCopyMarshaller<T extends MessageLite>
 
   /**
    * Serializes {@code message} for sending, as {@link ProtoLiteUtils#marshaller} does. A zero-copy
-   * message keeps its buffers until the stream returned is closed, even if released meanwhile.
-   * Throws {@link io.grpc.StatusRuntimeException} with {@link Status#FAILED_PRECONDITION} for a
-   * released message: its buffers may hold another message's bytes.
+   * message keeps its buffers until the stream returned is closed, even if released meanwhile; one
+   * released after a send is serialized from the copy its release made. Throws
+   * {@link io.grpc.StatusRuntimeException} with {@link Status#FAILED_PRECONDITION} for a message
+   * released before its first send: its buffers may hold another message's bytes.
    */
   @Override
   public InputStream stream(T message) {
@@ -140,12 +142,16 @@ public final class ZeroCopyMarshaller<T extends MessageLite>
     if (h == null) {
       return copying.stream(message);
     }
-    if (!h.buffers.hold()) {
-      throw Status.FAILED_PRECONDITION
-          .withDescription(
-              "zero-copy message of " + message.getClass().getName() + " released before gRPC"
-                  + " serialized it; keep a sent message unreleased until its call closes")
-          .asRuntimeException();
+    if (!h.buffers.holdForSending()) {
+      byte[] spare = h.buffers.spare();
+      if (spare == null) {
+        throw Status.FAILED_PRECONDITION
+            .withDescription(
+                "zero-copy message of " + message.getClass().getName() + " released before"
+                    + " gRPC serialized it; release a message after sending it, not before")
+            .asRuntimeException();
+      }
+      return BufferStream.of(spare);
     }
     try {
       return new HeldStream(copying.stream(message), h.buffers);
@@ -157,8 +163,9 @@ public final class ZeroCopyMarshaller<T extends MessageLite>
 
   /**
    * A client interceptor that keeps each zero-copy message sent on a call from being freed until
-   * the call closes, so that a retry re-sends the same bytes. The application's release still
-   * counts: the buffers are freed at the later of the release and the call's close.
+   * the call closes, so that a retry re-sends the same bytes and a release after the send copies
+   * nothing. The application's release still counts: the buffers are freed at the later of the
+   * release and the call's close.
    */
   public ClientInterceptor keepSentUntilClose() {
     return new SentMessageHolds(

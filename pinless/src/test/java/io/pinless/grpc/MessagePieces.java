@@ -56,6 +56,11 @@ final class MessagePieces implements AutoCloseable {
     return true;
   }
 
+  /** Writes over the pieces only the test holds, as their pool's next user would. */
+  void overwriteFreed() {
+    PieceStreams.overwrite(pieces);
+  }
+
   /** Releases the test's references. */
   @Override
   public void close() {

@@ -112,7 +112,8 @@ class PayloadMarshallerTest {
 
   /**
    * A close while another thread reads the payload's send stream frees nothing under it: the
-   * stream holds the buffers until closed. A send after that fails.
+   * stream holds the buffers until closed. A retry's send after that reads the copy the free
+   * made, not the freed buffers.
    */
   @Test
   void closeWhileAnotherThreadSendsFreesOnlyAtTheStreamsClose() throws Exception {
@@ -147,12 +148,41 @@ class PayloadMarshallerTest {
       for (ByteBuf piece : pieces) {
         assertEquals(1, piece.refCnt(), "freed once the stream closed");
       }
+      PieceStreams.overwrite(pieces);
+      try (InputStream retry = marshaller.stream(payload)) {
+        assertArrayEquals(bytes, retry.readAllBytes(), "a retry sends the copy the free made");
+      }
+    } finally {
+      PieceStreams.release(pieces);
+    }
+  }
+
+  @Test
+  void payloadClosedBeforeItsFirstSendIsNotSent() throws IOException {
+    byte[] bytes = TestService.message(20_000, 8);
+    List<ByteBuf> pieces = PieceStreams.retain(PieceStreams.direct(bytes, 10_000));
+    try {
+      Payload payload = parseLikeGrpc(PieceStreams.open(pieces));
+      long copiedBefore = Metric.SENT_BYTES_COPIED.value();
+      payload.close();
+      assertEquals(copiedBefore, Metric.SENT_BYTES_COPIED.value(), "nothing sent, nothing copied");
       StatusRuntimeException e =
           assertThrows(StatusRuntimeException.class, () -> marshaller.stream(payload));
       assertEquals(Status.Code.FAILED_PRECONDITION, e.getStatus().getCode());
       assertTrue(e.getStatus().getDescription().contains("closed before gRPC serialized it"));
     } finally {
       PieceStreams.release(pieces);
+    }
+  }
+
+  @Test
+  void payloadMadeForSendingIsSentAgainAfterItsClose() throws IOException {
+    byte[] bytes = TestService.message(1000, 9);
+    Payload payload = Payload.wrap(bytes);
+    marshaller.stream(payload).close();
+    payload.close();
+    try (InputStream retry = marshaller.stream(payload)) {
+      assertArrayEquals(bytes, retry.readAllBytes());
     }
   }
 

@@ -3,6 +3,7 @@ package io.pinless.grpc;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.code_intelligence.jazzer.api.FuzzedDataProvider;
@@ -51,13 +52,27 @@ class ZeroCopyMarshallerFuzzTest {
       }
       assertTrue(expected != null, "the copying parser refused it");
       assertEquals(expected, chunk);
-      try (InputStream sent = MARSHALLER.stream(chunk)) {
-        assertArrayEquals(REFERENCE.stream(expected).readAllBytes(), sent.readAllBytes());
+      boolean send = data.consumeBoolean();
+      if (send) {
+        try (InputStream sent = MARSHALLER.stream(chunk)) {
+          assertArrayEquals(REFERENCE.stream(expected).readAllBytes(), sent.readAllBytes());
+        }
       }
       boolean zeroCopy = MARSHALLER.isZeroCopy(chunk);
       MARSHALLER.release(chunk);
       assertFalse(MARSHALLER.isZeroCopy(chunk));
       assertTrue(pieces.onlyTheTestHolds(), "released, zero-copy " + zeroCopy);
+      pieces.overwriteFreed();
+      if (send || !zeroCopy) {
+        // A retry's send: from the copy the release made, never from the freed pieces.
+        try (InputStream retry = MARSHALLER.stream(chunk)) {
+          assertEquals(expected, REFERENCE.parse(retry), "a retry after the release");
+        }
+      } else {
+        StatusRuntimeException e =
+            assertThrows(StatusRuntimeException.class, () -> MARSHALLER.stream(chunk));
+        assertEquals(Status.Code.FAILED_PRECONDITION, e.getStatus().getCode());
+      }
     }
   }
 

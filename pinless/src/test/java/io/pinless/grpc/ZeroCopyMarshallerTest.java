@@ -389,7 +389,8 @@ class ZeroCopyMarshallerTest {
 
   /**
    * A release while another thread reads the message's serialized stream frees nothing under it:
-   * the stream holds the buffers, staged copy included, until closed. A send after that fails.
+   * the stream holds the buffers, staged copy included, until closed. A retry's send after that
+   * reads the copy the free made, not the freed buffers.
    */
   @Test
   void releaseWhileAnotherThreadSerializesFreesOnlyAtTheStreamsClose() throws Exception {
@@ -428,6 +429,24 @@ class ZeroCopyMarshallerTest {
       for (ByteBuf piece : pieces) {
         assertEquals(1, piece.refCnt(), "freed once the stream closed");
       }
+      PieceStreams.overwrite(pieces);
+      try (InputStream retry = marshaller.stream(chunk)) {
+        assertArrayEquals(bytes, retry.readAllBytes(), "a retry sends the copy the free made");
+      }
+    } finally {
+      PieceStreams.release(pieces);
+    }
+  }
+
+  @Test
+  void messageReleasedBeforeItsFirstSendIsNotSerialized() throws IOException {
+    byte[] bytes = ChunkService.chunk(7, 20_000).toByteArray();
+    List<ByteBuf> pieces = PieceStreams.retain(PieceStreams.direct(bytes, 10_000));
+    try {
+      Chunk chunk = parseLikeGrpc(PieceStreams.open(pieces));
+      long copiedBefore = Metric.SENT_BYTES_COPIED.value();
+      marshaller.release(chunk);
+      assertEquals(copiedBefore, Metric.SENT_BYTES_COPIED.value(), "nothing sent, nothing copied");
       StatusRuntimeException e =
           assertThrows(StatusRuntimeException.class, () -> marshaller.stream(chunk));
       assertEquals(Status.Code.FAILED_PRECONDITION, e.getStatus().getCode());
