@@ -157,7 +157,7 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
   @Override
   public void channelReadComplete(ChannelHandlerContext ctx) {
     if (slicer != null) {
-      slicer.readComplete(ctx);
+      slicer.readComplete(ctx, messages, window);
     }
     ctx.fireChannelReadComplete();
     reads.batchEnded();

@@ -20,7 +20,8 @@ import io.netty.buffer.Unpooled;
  * <p>Only a write that is exactly one connection-level WINDOW_UPDATE, at a frame boundary, is
  * withheld (Netty's frame writer writes each as a buffer of its own); any other write passes and
  * is walked frame by frame, its window increments counted as granted. A RST_STREAM this end
- * writes makes {@link InboundMessages} forget the stream. A write that is not a {@link ByteBuf}
+ * writes makes {@link InboundMessages} forget the stream. The SETTINGS it writes give the
+ * smallest initial stream window it has advertised. A write that is not a {@link ByteBuf}
  * ends the walk: from then on nothing is withheld or counted ({@link #tracking} is false).
  *
  * <p>A hold may owe credit: the bytes still to come of messages under way when it began, which the
@@ -35,6 +36,10 @@ public final class ConnectionWindow {
   public static final int INITIAL_WINDOW_BYTES = 65535;
   /** A WINDOW_UPDATE frame: a 9-byte header and a 4-byte increment. */
   static final int WINDOW_UPDATE_FRAME_BYTES = 13;
+  /** A SETTINGS entry: a 2-byte identifier and a 4-byte value. */
+  private static final int SETTING_BYTES = 6;
+  private static final int SETTINGS_INITIAL_WINDOW_SIZE = 0x4;
+  private static final int FLAG_ACK = 0x1;
 
   /** Where the walk is in the outbound bytes. */
   private enum State {
@@ -61,6 +66,8 @@ public final class ConnectionWindow {
   private boolean holding;
   /** While holding: credit still owed to messages under way when the hold began. */
   private long owed;
+  /** The smallest SETTINGS_INITIAL_WINDOW_SIZE sent, HTTP/2's default included; 0 when unknown. */
+  private long smallestStreamWindow = INITIAL_WINDOW_BYTES;
 
   /** A window whose writes make {@code inbound} forget the streams this end resets. */
   public ConnectionWindow(InboundMessages inbound) {
@@ -115,6 +122,15 @@ public final class ConnectionWindow {
     return granted;
   }
 
+  /**
+   * The smallest initial stream window this end has advertised (HTTP/2's default until its
+   * SETTINGS say otherwise): a stream may be granted no less. 0 once unknown: the walk stopped,
+   * or a SETTINGS frame was cut across writes.
+   */
+  public long smallestStreamWindow() {
+    return tracking() ? smallestStreamWindow : 0;
+  }
+
   /** Increments withheld and not yet released. */
   public long withheldBytes() {
     return withheld;
@@ -164,6 +180,22 @@ public final class ConnectionWindow {
     return alloc.buffer(WINDOW_UPDATE_FRAME_BYTES)
         .writeMedium(4).writeByte(FrameHeader.TYPE_WINDOW_UPDATE).writeByte(0).writeInt(0)
         .writeInt((int) give);
+  }
+
+  /**
+   * Reads the SETTINGS payload of {@code length} bytes at {@code at} for INITIAL_WINDOW_SIZE; a
+   * payload not all in {@code buf} makes the stream window unknown.
+   */
+  private void settings(ByteBuf buf, int at, int length) {
+    if (buf.writerIndex() - at < length) {
+      smallestStreamWindow = 0;
+      return;
+    }
+    for (int i = at; i + SETTING_BYTES <= at + length; i += SETTING_BYTES) {
+      if (buf.getUnsignedShort(i) == SETTINGS_INITIAL_WINDOW_SIZE) {
+        smallestStreamWindow = Math.min(smallestStreamWindow, buf.getUnsignedInt(i + 2));
+      }
+    }
   }
 
   private static boolean isConnectionWindowUpdate(ByteBuf out, int pos) {
@@ -240,6 +272,9 @@ public final class ConnectionWindow {
     int length = buf.getUnsignedMedium(pos);
     int type = buf.getUnsignedByte(pos + 3);
     int stream = buf.getInt(pos + 5) & 0x7fffffff;
+    if (type == FrameHeader.TYPE_SETTINGS && (buf.getUnsignedByte(pos + 4) & FLAG_ACK) == 0) {
+      settings(buf, pos + FrameHeader.BYTES, length);
+    }
     if (type == FrameHeader.TYPE_RST_STREAM) {
       inbound.forget(stream);
     } else if (type == FrameHeader.TYPE_WINDOW_UPDATE && stream == 0 && length == 4) {

@@ -16,14 +16,18 @@ import io.netty.channel.ChannelHandlerContext;
  * </pre>
  *
  * <p>Invariant: a join goes on as one DATA frame of its stream when full, with END_STREAM, before
- * any frame that is not DATA, and when the read batch ends. So within a batch no stream's DATA
- * reaches gRPC in pieces under {@link FrameSlicer#JOIN_BYTES} but its last, even when streams take
- * turns, and no DATA byte waits for another batch. gRPC's deframer copies runs of pieces under
- * 1 KiB into heap arrays, which costs a message its NIO buffers and so its zero-copy path.
+ * any frame that is not DATA, and when the read batch ends, unless it {@linkplain #endBatch may
+ * wait}: under {@link FrameSlicer#JOIN_BYTES}, all of it bytes of its stream's incomplete gRPC
+ * message (which gRPC cannot deliver before the rest arrives), and small enough against the
+ * stream's flow-control window that the peer can always send that rest. So no stream's DATA
+ * reaches gRPC in pieces under {@link FrameSlicer#JOIN_BYTES} but a message's last, even when
+ * streams take turns, and no byte gRPC could deliver waits for another batch. gRPC's deframer
+ * copies runs of pieces under 1 KiB into heap arrays (grpc-java 1.84 and later; earlier ones keep
+ * an object per piece), which costs a message its NIO buffers and so its zero-copy path.
  *
- * <p>Memory: between batches it holds nothing, not even its table. Within a batch, at most
- * {@link #MAX_JOINS} buffers of {@link #JOIN_CAPACITY} bytes. Each goes on {@linkplain
- * FrameOutput#rightSized right-sized}.
+ * <p>Memory: between batches, only joins that wait, each right-sized, with its table; none for a
+ * connection with no incomplete message. Within a batch, at most {@link #MAX_JOINS} buffers of
+ * {@link #JOIN_CAPACITY} bytes. Each goes on {@linkplain FrameOutput#rightSized right-sized}.
  */
 final class DataJoins {
   /** A join's buffer: 4 KiB, a pool size class, header included. */
@@ -84,16 +88,9 @@ final class DataJoins {
    */
   void join(ChannelHandlerContext ctx, int join, int stream, ByteBuf in, int pos, int length,
       int flags) {
-    if (join >= 0 && buffers[join].writableBytes() < length) {
-      if (payloadBytes(join) < FrameSlicer.JOIN_BYTES) {
-        // A join made from a cut frame's last piece is sized to it: it moves to a join's buffer.
-        ByteBuf small = buffers[join];
-        buffers[join] = output.newCopy(ctx, JOIN_CAPACITY).writeBytes(small);
-        small.release();
-      } else {
-        handOn(ctx, join, 0);
-        join = -1;
-      }
+    if (join >= 0 && !makeRoom(ctx, join, length)) {
+      handOn(ctx, join, 0);
+      join = -1;
     }
     if (join < 0) {
       join = open(stream, output.newCopy(ctx, JOIN_CAPACITY).writerIndex(FrameHeader.BYTES));
@@ -124,10 +121,11 @@ final class DataJoins {
       take = length;
     }
     int stream = streams[join];
-    if (take > joined.writableBytes()) {
+    if (!makeRoom(ctx, join, take)) {
       handOn(ctx, join, 0);
       return pos;
     }
+    joined = buffers[join];
     joined.writeBytes(in, pos + FrameHeader.BYTES, take);
     if (take == length) {
       handOn(ctx, join, flags & FLAG_END_STREAM);
@@ -140,6 +138,25 @@ final class DataJoins {
     int rest = pos + take;
     FrameHeader.setData(in, rest, length - take, flags, stream);
     return rest;
+  }
+
+  /**
+   * Whether join {@code join} has room for {@code length} more bytes. A join under {@link
+   * FrameSlicer#JOIN_BYTES} in a right-sized buffer (made from a cut frame's last piece, or
+   * waiting from a batch before) moves to a join's buffer for them; a larger one has no room.
+   */
+  private boolean makeRoom(ChannelHandlerContext ctx, int join, int length) {
+    ByteBuf joined = buffers[join];
+    if (joined.writableBytes() >= length) {
+      return true;
+    }
+    if (payloadBytes(join) >= FrameSlicer.JOIN_BYTES
+        || joined.readableBytes() + length > JOIN_CAPACITY) {
+      return false;
+    }
+    buffers[join] = output.newCopy(ctx, JOIN_CAPACITY).writeBytes(joined);
+    joined.release();
+    return true;
   }
 
   /**
@@ -184,11 +201,35 @@ final class DataJoins {
     }
   }
 
-  /** Hands on every open join and gives back the table: the read batch has ended. */
-  void endBatch(ChannelHandlerContext ctx) {
-    handOnAll(ctx);
-    buffers = null;
-    streams = null;
+  /**
+   * The read batch has ended: hands on every open join but those under {@link
+   * FrameSlicer#JOIN_BYTES} whose payload is at most {@code waiting.bytesMayWait} of their
+   * stream; those are right-sized and wait for the next batch. Gives back the table when none
+   * waits.
+   */
+  void endBatch(ChannelHandlerContext ctx, Waiting waiting) {
+    for (int i = count - 1; i >= 0; i--) {
+      int payload = payloadBytes(i);
+      if (payload >= FrameSlicer.JOIN_BYTES || payload > waiting.bytesMayWait(streams[i])) {
+        handOn(ctx, i, 0);
+      } else {
+        buffers[i] = output.rightSized(ctx, buffers[i]);
+      }
+    }
+    if (count == 0) {
+      buffers = null;
+      streams = null;
+    }
+  }
+
+  /** How many bytes of a stream's DATA may wait for the next read batch. */
+  @FunctionalInterface
+  interface Waiting {
+    /** None: every join goes on when its batch ends. */
+    Waiting NONE = stream -> 0;
+
+    /** Payload bytes of {@code stream} that may wait for the next batch; 0 for none. */
+    long bytesMayWait(int stream);
   }
 
   /** Releases every open join. */

@@ -19,6 +19,7 @@ final class FrameHeader {
   static final int TYPE_DATA = 0x0;
   static final int TYPE_HEADERS = 0x1;
   static final int TYPE_RST_STREAM = 0x3;
+  static final int TYPE_SETTINGS = 0x4;
   static final int TYPE_WINDOW_UPDATE = 0x8;
   static final int FLAG_END_STREAM = 0x1;
   static final int FLAG_PADDED = 0x8;

@@ -34,8 +34,9 @@ import io.pinless.read.ReadBudget;
  *   <li>whole frames of one read go on in runs: a run that carries a DATA payload too small to
  *       pin its read buffer ({@link #mayPin}) is copied into a right-sized pooled buffer, any
  *       other run is a retained slice of the read buffer ({@link FrameOutput});
- *   <li>small whole DATA frames join per stream within a read batch ({@link DataJoins}), given
- *       headroom ({@link #HEADROOM_BYTES} free bytes before each buffer's reader index);
+ *   <li>small whole DATA frames join per stream within a read batch, and across batches while
+ *       their message is incomplete ({@link DataJoins}), given headroom ({@link
+ *       #HEADROOM_BYTES} free bytes before each buffer's reader index);
  *   <li>an unpadded DATA frame a read cuts goes on in pieces as its bytes arrive, given headroom
  *       ({@link DataPieces});
  *   <li>any other frame a read cuts goes on once whole ({@link WholeFrame}).
@@ -50,7 +51,8 @@ import io.pinless.read.ReadBudget;
  * sees the header and gives its own answer. Every other protocol error is grpc-netty's to find.
  *
  * <p>Memory: idle it holds nothing. Mid-frame it holds at most a cut header, or what {@link
- * DataPieces} or {@link WholeFrame} hold of one frame; within a read batch, also the open joins.
+ * DataPieces} or {@link WholeFrame} hold of one frame; within a read batch, also the open joins,
+ * and between batches the joins that wait (under 1 KiB each, bytes of incomplete messages).
  * What it hands on are retained slices of read buffers and pooled copies; the {@link ReadBudget}
  * tracks every read buffer it slices and every copy it makes until downstream has released them.
  * It writes only bytes of its own read buffers that nobody else references: a cut DATA frame's
@@ -80,6 +82,12 @@ public final class FrameSlicer {
    * path to the application.
    */
   public static final int JOIN_BYTES = 1024;
+  /**
+   * A join waits for the next read batch only while it is at most 1/8 of the stream's window: the
+   * peer's window then covers the rest of the message even with this end's unsent WINDOW_UPDATE
+   * (sent at half the window consumed) outstanding.
+   */
+  static final int WAIT_WINDOW_SHARE = 8;
 
 
   /** Where the slicer is in the frame stream. */
@@ -158,7 +166,26 @@ public final class FrameSlicer {
    * goes quiet holds nothing.
    */
   public void readComplete(ChannelHandlerContext ctx) {
-    joins.endBatch(ctx);
+    joins.endBatch(ctx, DataJoins.Waiting.NONE);
+  }
+
+  /**
+   * Ends a read batch: hands on every open join but those under {@link #JOIN_BYTES} that hold only
+   * bytes of their stream's incomplete message, as {@code messages} reads them, and at most
+   * 1/{@value #WAIT_WINDOW_SHARE} of the smallest stream window {@code window} has seen this end
+   * advertise. Those wait for the next batch: gRPC could not deliver them before the rest of their
+   * message, and the peer's window leaves room for that rest. A connection with no incomplete
+   * message holds nothing between batches.
+   */
+  public void readComplete(
+      ChannelHandlerContext ctx, InboundMessages messages, ConnectionWindow window) {
+    readComplete(ctx, messages, window.smallestStreamWindow());
+  }
+
+  /** As {@link #readComplete(ChannelHandlerContext, InboundMessages, ConnectionWindow)}. */
+  void readComplete(ChannelHandlerContext ctx, InboundMessages messages, long streamWindow) {
+    long share = streamWindow / WAIT_WINDOW_SHARE;
+    joins.endBatch(ctx, stream -> Math.min(share, messages.receivedOfMessage(stream)));
   }
 
   /** Releases what a frame in progress holds; the slicer then holds nothing. */

@@ -16,6 +16,10 @@ import io.pinless.read.ReadBudget;
  */
 public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
   private final FrameSlicer slicer;
+  /** Reads the inbound messages' progress when joins may wait across batches; else null. */
+  private InboundMessages messages;
+  /** The stream window the waiting joins are measured against. */
+  private long streamWindow;
 
   /**
    * Creates a slicer of buffers with no headroom.
@@ -38,6 +42,19 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
   }
 
   /**
+   * A slicer whose joins wait across read batches as on a pinless connection, given a stream
+   * window of {@code streamWindow} bytes: it does not see this end's SETTINGS, so this is for
+   * tests that know the window.
+   */
+  Http2FrameSlicer(boolean server, int maxFrameSize, ReadBudget budget, long streamWindow) {
+    this(server, maxFrameSize, budget, true);
+    this.messages = new InboundMessages(Long.MAX_VALUE);
+    this.streamWindow = streamWindow;
+  }
+
+
+
+  /**
    * Hands on the whole frames {@code msg} completes; other messages pass through.
    *
    * @param msg owned: released here; what is handed on are retained slices of it and copies
@@ -45,6 +62,9 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
   @Override
   public void channelRead(ChannelHandlerContext ctx, Object msg) {
     if (msg instanceof ByteBuf) {
+      if (messages != null) {
+        messages.read((ByteBuf) msg);
+      }
       slicer.slice(ctx, (ByteBuf) msg);
     } else {
       ctx.fireChannelRead(msg);
@@ -53,7 +73,11 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
 
   @Override
   public void channelReadComplete(ChannelHandlerContext ctx) {
-    slicer.readComplete(ctx);
+    if (messages == null) {
+      slicer.readComplete(ctx);
+    } else {
+      slicer.readComplete(ctx, messages, streamWindow);
+    }
     ctx.fireChannelReadComplete();
   }
 
@@ -66,6 +90,11 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
   @Override
   public void handlerRemoved(ChannelHandlerContext ctx) {
     slicer.release();
+  }
+
+  /** From now on no join waits across batches: the next batch's end hands every one on. */
+  void stopWaiting() {
+    messages = null;
   }
 
   /** Bytes held between reads: 0 when idle. */

@@ -134,6 +134,22 @@ public final class InboundMessages {
     return bytes;
   }
 
+  /**
+   * The bytes of {@code stream}'s incomplete message received so far, its prefix included; 0 when
+   * the stream has none. Every such byte waits for the rest of its message before gRPC can
+   * deliver it.
+   */
+  public long receivedOfMessage(int stream) {
+    Message m = messages == null ? null : messages.get(stream);
+    if (m == null) {
+      return 0;
+    }
+    if (m.prefixBytes < GRPC_PREFIX_BYTES) {
+      return m.prefixBytes;
+    }
+    return GRPC_PREFIX_BYTES + m.length - m.left;
+  }
+
   /** How many streams have an incomplete message. */
   int incompleteMessages() {
     return messages == null ? 0 : messages.size();

@@ -17,6 +17,7 @@ import java.lang.ref.ReferenceQueue;
 import java.lang.ref.WeakReference;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 
 /**
@@ -157,9 +158,9 @@ final class PieceStreams {
   static void overwrite(List<ByteBuf> pieces) {
     for (ByteBuf piece : pieces) {
       if (piece.refCnt() == 1) {
-        for (int i = piece.readerIndex(); i < piece.writerIndex(); i++) {
-          piece.setByte(i, 0x5a);
-        }
+        byte[] other = new byte[piece.readableBytes()];
+        Arrays.fill(other, (byte) 0x5a);
+        piece.setBytes(piece.readerIndex(), other);
       }
     }
   }

@@ -55,6 +55,38 @@ class ConnectionWindowTest {
     assertEquals(0, w.withheldBytes());
   }
 
+  private static ByteBuf settings(int flags, int... idsAndValues) {
+    ByteBuf payload = Unpooled.buffer();
+    for (int i = 0; i < idsAndValues.length; i += 2) {
+      payload.writeShort(idsAndValues[i]).writeInt(idsAndValues[i + 1]);
+    }
+    return frame(Unpooled.buffer(), 0x4, flags, 0, payload);
+  }
+
+  @Test
+  void theSmallestStreamWindowAdvertisedIsReadOffTheSettingsWritten() {
+    ConnectionWindow w = new ConnectionWindow(new InboundMessages(1000));
+    assertEquals(65535, w.smallestStreamWindow(), "HTTP/2's default before any SETTINGS");
+    assertFalse(write(w, settings(0, 0x3, 100, 0x4, 1 << 20)));
+    assertEquals(65535, w.smallestStreamWindow(), "a larger window: the default may still apply");
+    assertFalse(write(w, settings(0, 0x4, 4096)));
+    assertEquals(4096, w.smallestStreamWindow());
+    assertFalse(write(w, settings(0x1)), "an ACK");
+    assertFalse(write(w, settings(0, 0x4, 1 << 20)));
+    assertEquals(4096, w.smallestStreamWindow(), "the smallest stays");
+
+    ConnectionWindow cut = new ConnectionWindow(new InboundMessages(1000));
+    ByteBuf whole = settings(0, 0x4, 1 << 20);
+    ByteBuf head = whole.readRetainedSlice(12);
+    assertFalse(write(cut, head));
+    assertFalse(write(cut, whole));
+    assertEquals(0, cut.smallestStreamWindow(), "a SETTINGS cut across writes: unknown");
+
+    ConnectionWindow lost = new ConnectionWindow(new InboundMessages(1000));
+    lost.lost();
+    assertEquals(0, lost.smallestStreamWindow(), "the walk stopped: unknown");
+  }
+
   @Test
   void aHoldGivesTheCreditOwedToMessagesUnderWayAndNoMore() {
     ConnectionWindow w = new ConnectionWindow(new InboundMessages(1000));

@@ -82,6 +82,14 @@ class Http2FrameSlicerTest {
       ch = new EmbeddedChannel(slicer, keep);
     }
 
+    /** A client-side run with headroom whose joins may wait, given {@code streamWindow}. */
+    Run(long streamWindow) {
+      this.headroom = true;
+      slicer =
+          new Http2FrameSlicer(false, FrameSlicer.DEFAULT_MAX_FRAME_SIZE, budget, streamWindow);
+      ch = new EmbeddedChannel(slicer, keep);
+    }
+
     /** Feeds {@code stream} as two reads, cut at {@code cut}, of one read batch, with headroom. */
     void feedInOneBatch(byte[] stream, int cut) {
       ByteBuf first = PooledByteBufAllocator.DEFAULT.directBuffer(9 + cut);
@@ -584,6 +592,97 @@ class Http2FrameSlicerTest {
     assertEquals(1, meant.stream().filter(m -> m.contains("ended")).count());
     assertTrue(meant.get(meant.size() - 1).startsWith("type 3 flags 0 stream 5"),
         "a stream's joined DATA goes on before the frames after it");
+    r.finish();
+  }
+
+  /** A gRPC message's 5-byte prefix for {@code length} bytes, uncompressed. */
+  private static byte[] grpcPrefix(int length) {
+    return new byte[] {0, (byte) (length >>> 24), (byte) (length >>> 16), (byte) (length >>> 8),
+        (byte) length};
+  }
+
+  /** DATA payload bytes handed on so far for {@code stream}, frame by frame. */
+  private static List<Integer> handedLengths(Run r, int stream) {
+    Map<Integer, List<Integer>> handed = new TreeMap<>();
+    dataByStream(r.keep.concatenated(), handed);
+    return handed.getOrDefault(stream, List.of());
+  }
+
+  @Test
+  void smallFramesOfAnIncompleteMessageWaitAcrossBatchesUntilJoinBytes() {
+    Run r = new Run(1 << 20);
+    byte[] first = frame(0, 0, 1, concat(List.of(grpcPrefix(5000), Http2Recording.pattern(95, 1))));
+    r.feed(first, 0, first.length);
+    assertEquals(List.of(), handedLengths(r, 1), "100 bytes of a 5005-byte message wait");
+    assertEquals(9 + 100, r.slicer.heldBytes(), "a header's room and the payload wait");
+    for (int i = 0; i < 9; i++) {
+      byte[] f = frame(0, 0, 1, Http2Recording.pattern(100, i + 2));
+      r.feed(f, 0, f.length);
+    }
+    assertEquals(List.of(), handedLengths(r, 1), "1000 bytes still wait");
+    assertEquals(9 + 1000, r.slicer.heldBytes());
+    byte[] f = frame(0, 0, 1, Http2Recording.pattern(100, 20));
+    r.feed(f, 0, f.length);
+    assertEquals(List.of(1100), handedLengths(r, 1), "once JOIN_BYTES joined, one frame goes on");
+    assertEquals(0, r.slicer.heldBytes());
+    r.finish();
+  }
+
+  @Test
+  void theLastBytesOfAMessageNeverWait() {
+    Run r = new Run(1 << 20);
+    byte[] first = frame(0, 0, 1, concat(List.of(grpcPrefix(150), Http2Recording.pattern(50, 1))));
+    r.feed(first, 0, first.length);
+    assertEquals(List.of(), handedLengths(r, 1));
+    // Completes the message and starts the next: the join holds a whole message's end.
+    byte[] second = frame(0, 0, 1, concat(List.of(Http2Recording.pattern(100, 2), grpcPrefix(9))));
+    r.feed(second, 0, second.length);
+    assertEquals(List.of(160), handedLengths(r, 1), "a message's end goes on at its batch's end");
+    assertEquals(0, r.slicer.heldBytes());
+    r.finish();
+  }
+
+  @Test
+  void aJoinWaitsOnlyWhileSmallAgainstTheStreamWindow() {
+    Run r = new Run(4096);
+    byte[] small =
+        frame(0, 0, 1, concat(List.of(grpcPrefix(5000), Http2Recording.pattern(395, 1))));
+    r.feed(small, 0, small.length);
+    assertEquals(List.of(), handedLengths(r, 1), "400 bytes are under 1/8 of a 4 KiB window");
+    byte[] more = frame(0, 0, 1, Http2Recording.pattern(200, 2));
+    r.feed(more, 0, more.length);
+    assertEquals(List.of(600), handedLengths(r, 1), "600 bytes are not: they go on");
+    r.finish();
+
+    Run unknown = new Run(0);
+    unknown.feed(small, 0, small.length);
+    assertEquals(List.of(400), handedLengths(unknown, 1), "an unknown window: nothing waits");
+    unknown.finish();
+  }
+
+  @Test
+  void aWaitingJoinGoesOnBeforeTheNextFrameThatIsNotData() {
+    Run r = new Run(1 << 20);
+    byte[] data = frame(0, 0, 3, concat(List.of(grpcPrefix(5000), Http2Recording.pattern(45, 1))));
+    r.feed(data, 0, data.length);
+    assertEquals(List.of(), handedLengths(r, 3));
+    byte[] ping = frame(6, 0, 0, new byte[8]);
+    r.feed(ping, 0, ping.length);
+    List<String> meant = meaning(r.keep.concatenated(), 0);
+    assertEquals(2, meant.size(), meant.toString());
+    assertTrue(meant.get(0).startsWith("DATA stream 3"), meant.toString());
+    assertTrue(meant.get(1).startsWith("type 6"), meant.toString());
+    r.finish();
+  }
+
+  @Test
+  void aWaitingJoinIsReleasedWithTheChannel() {
+    Run r = new Run(1 << 20);
+    byte[] data = frame(0, 0, 1, concat(List.of(grpcPrefix(5000), Http2Recording.pattern(45, 1))));
+    r.feed(data, 0, data.length);
+    assertTrue(r.slicer.heldBytes() > 0);
+    r.ch.close();
+    assertEquals(0, r.slicer.heldBytes());
     r.finish();
   }
 
