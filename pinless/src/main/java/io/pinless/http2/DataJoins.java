@@ -17,15 +17,15 @@ import io.netty.channel.ChannelHandlerContext;
  *
  * <p>Invariant: a join goes on as one DATA frame of its stream when full, with END_STREAM, before
  * any frame that is not DATA, and when the read batch ends, unless it {@linkplain #endBatch may
- * wait}: under {@link FrameSlicer#JOIN_BYTES}, all of it bytes of its stream's incomplete gRPC
- * message (which gRPC cannot deliver before the rest arrives), and small enough against the
- * stream's flow-control window that the peer can always send that rest. So no stream's DATA
- * reaches gRPC in pieces under {@link FrameSlicer#JOIN_BYTES} but a message's last, even when
- * streams take turns, and no byte gRPC could deliver waits for another batch. gRPC's deframer
+ * wait}: all of it bytes of its stream's incomplete gRPC message (which gRPC cannot deliver before
+ * the rest arrives), and small enough against the stream's flow-control window that the peer can
+ * always send that rest. So no stream's DATA reaches gRPC in pieces under {@link
+ * FrameSlicer#JOIN_BYTES} but a message's last, even when streams take turns; a message that
+ * trickles in goes on in full joins; and no byte gRPC could deliver waits for another batch. gRPC's deframer
  * copies runs of pieces under 1 KiB into heap arrays (grpc-java 1.84 and later; earlier ones keep
  * an object per piece), which costs a message its NIO buffers and so its zero-copy path.
  *
- * <p>Memory: between batches, only joins that wait, each right-sized, with its table; none for a
+ * <p>Memory: between batches, only joins that wait, each right-sized, with the table; none for a
  * connection with no incomplete message. Within a batch, at most {@link #MAX_JOINS} buffers of
  * {@link #JOIN_CAPACITY} bytes. Each goes on {@linkplain FrameOutput#rightSized right-sized}.
  */
@@ -141,17 +141,16 @@ final class DataJoins {
   }
 
   /**
-   * Whether join {@code join} has room for {@code length} more bytes. A join under {@link
-   * FrameSlicer#JOIN_BYTES} in a right-sized buffer (made from a cut frame's last piece, or
-   * waiting from a batch before) moves to a join's buffer for them; a larger one has no room.
+   * Whether join {@code join} has room for {@code length} more bytes. A join in a right-sized
+   * buffer (made from a cut frame's last piece, or waiting from a batch before) moves to a join's
+   * buffer for them if they fit there.
    */
   private boolean makeRoom(ChannelHandlerContext ctx, int join, int length) {
     ByteBuf joined = buffers[join];
     if (joined.writableBytes() >= length) {
       return true;
     }
-    if (payloadBytes(join) >= FrameSlicer.JOIN_BYTES
-        || joined.readableBytes() + length > JOIN_CAPACITY) {
+    if (joined.readableBytes() + length > JOIN_CAPACITY) {
       return false;
     }
     buffers[join] = output.newCopy(ctx, JOIN_CAPACITY).writeBytes(joined);
@@ -202,15 +201,13 @@ final class DataJoins {
   }
 
   /**
-   * The read batch has ended: hands on every open join but those under {@link
-   * FrameSlicer#JOIN_BYTES} whose payload is at most {@code waiting.bytesMayWait} of their
-   * stream; those are right-sized and wait for the next batch. Gives back the table when none
-   * waits.
+   * The read batch has ended: hands on every open join but those whose payload is at most {@code
+   * waiting.bytesMayWait} of their stream; those are right-sized and wait for the next batch.
+   * Gives back the table when none waits.
    */
   void endBatch(ChannelHandlerContext ctx, Waiting waiting) {
     for (int i = count - 1; i >= 0; i--) {
-      int payload = payloadBytes(i);
-      if (payload >= FrameSlicer.JOIN_BYTES || payload > waiting.bytesMayWait(streams[i])) {
+      if (payloadBytes(i) > waiting.bytesMayWait(streams[i])) {
         handOn(ctx, i, 0);
       } else {
         buffers[i] = output.rightSized(ctx, buffers[i]);

@@ -52,7 +52,7 @@ import io.pinless.read.ReadBudget;
  *
  * <p>Memory: idle it holds nothing. Mid-frame it holds at most a cut header, or what {@link
  * DataPieces} or {@link WholeFrame} hold of one frame; within a read batch, also the open joins,
- * and between batches the joins that wait (under 1 KiB each, bytes of incomplete messages).
+ * and between batches the joins that wait (bytes of incomplete messages, right-sized).
  * What it hands on are retained slices of read buffers and pooled copies; the {@link ReadBudget}
  * tracks every read buffer it slices and every copy it makes until downstream has released them.
  * It writes only bytes of its own read buffers that nobody else references: a cut DATA frame's
@@ -170,10 +170,9 @@ public final class FrameSlicer {
   }
 
   /**
-   * Ends a read batch: hands on every open join but those under {@link #JOIN_BYTES} that hold only
-   * bytes of their stream's incomplete message, as {@code messages} reads them, and at most
-   * 1/{@value #WAIT_WINDOW_SHARE} of the smallest stream window {@code window} has seen this end
-   * advertise. Those wait for the next batch: gRPC could not deliver them before the rest of their
+   * Ends a read batch: hands on every open join but those that hold only bytes of their stream's
+   * incomplete message, as {@code messages} reads them, and at most 1/{@value #WAIT_WINDOW_SHARE}
+   * of the smallest stream window {@code window} has seen this end advertise. Those wait for the next batch: gRPC could not deliver them before the rest of their
    * message, and the peer's window leaves room for that rest. A connection with no incomplete
    * message holds nothing between batches.
    */

@@ -3,7 +3,6 @@ package io.pinless.grpc;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.pinless.grpc.HostileFraming.Handshaker;
 import io.pinless.grpc.HostileFraming.Shape;
@@ -91,10 +90,6 @@ class HostileFramingTest {
     HostileFraming.heldPerPayloadByte(shape, handshakers, LEAK_RUN_FIRST, LEAK_RUN_SECOND);
     String held = String.format(Locale.ROOT,
         "%s: %.3f bytes held per payload byte, bound %.1f", shape, figure, BOUND);
-    // grpc-core before 1.84 keeps each DATA piece as it came, and pinless joins 1-byte plaintext
-    // frames only within a read batch: the bound is not kept there (README, Limitations).
-    assumeTrue(PieceStreams.GRPC_JOINS_SMALL_PIECES || shape.frame() != 1
-        || shape.security() != HostileFraming.Security.PLAINTEXT, "not kept here: " + held);
     assertTrue(figure <= BOUND, held);
   }
 

@@ -95,7 +95,7 @@ class FrameSlicerFuzzTest {
     boolean waits = headroom && data.consumeBoolean();
     long streamWindow = waits ? data.pickValue(new long[] {0, 4096, 65535, 1 << 20}) : 0;
     int waitBound = DataJoins.MAX_JOINS * (FrameHeader.BYTES
-        + (int) Math.min(FrameSlicer.JOIN_BYTES - 1, streamWindow / FrameSlicer.WAIT_WINDOW_SHARE));
+        + (int) Math.min(DataJoins.JOIN_CAPACITY, streamWindow / FrameSlicer.WAIT_WINDOW_SHARE));
     ReadBudget budget = new ReadBudget(Long.MAX_VALUE);
     Http2FrameSlicer slicer = waits
         ? new Http2FrameSlicer(server, maxFrameSize, budget, streamWindow)

@@ -609,22 +609,23 @@ class Http2FrameSlicerTest {
   }
 
   @Test
-  void smallFramesOfAnIncompleteMessageWaitAcrossBatchesUntilJoinBytes() {
+  void smallFramesOfAnIncompleteMessageWaitAcrossBatchesUntilTheirJoinIsFull() {
     Run r = new Run(1 << 20);
-    byte[] first = frame(0, 0, 1, concat(List.of(grpcPrefix(5000), Http2Recording.pattern(95, 1))));
+    byte[] first = frame(0, 0, 1, concat(List.of(grpcPrefix(9000), Http2Recording.pattern(95, 1))));
     r.feed(first, 0, first.length);
-    assertEquals(List.of(), handedLengths(r, 1), "100 bytes of a 5005-byte message wait");
+    assertEquals(List.of(), handedLengths(r, 1), "100 bytes of a 9005-byte message wait");
     assertEquals(9 + 100, r.slicer.heldBytes(), "a header's room and the payload wait");
-    for (int i = 0; i < 9; i++) {
+    for (int i = 0; i < 39; i++) {
       byte[] f = frame(0, 0, 1, Http2Recording.pattern(100, i + 2));
       r.feed(f, 0, f.length);
     }
-    assertEquals(List.of(), handedLengths(r, 1), "1000 bytes still wait");
-    assertEquals(9 + 1000, r.slicer.heldBytes());
-    byte[] f = frame(0, 0, 1, Http2Recording.pattern(100, 20));
+    assertEquals(List.of(), handedLengths(r, 1), "4000 bytes still wait, one batch after another");
+    assertEquals(9 + 4000, r.slicer.heldBytes());
+    byte[] f = frame(0, 0, 1, Http2Recording.pattern(100, 50));
     r.feed(f, 0, f.length);
-    assertEquals(List.of(1100), handedLengths(r, 1), "once JOIN_BYTES joined, one frame goes on");
-    assertEquals(0, r.slicer.heldBytes());
+    assertEquals(List.of(4000), handedLengths(r, 1), "a full join goes on as one frame");
+    assertEquals(9 + 100, r.slicer.heldBytes(), "the next one waits");
+    r.ch.close();
     r.finish();
   }
 
