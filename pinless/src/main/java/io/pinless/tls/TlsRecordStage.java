@@ -27,9 +27,11 @@ import javax.net.ssl.SSLException;
  * in place; the JDK's AES-GCM works on arrays, so for it each record goes through a pooled heap
  * copy, which it decrypts in place before copying the plaintext out. The plaintext is direct with
  * either engine, so a zero-copy marshaller can read it where it is. A read's plaintext buffer is
- * sized from the most each of its records can carry (RFC 8446 5.4: its length less the suite's
- * least overhead, at most 2^14), so any legal padding fits and 16 KiB of plaintext takes a 16 KiB
- * buffer. An engine that still asks for more room gets the buffer grown and the record again.
+ * sized from its records' lengths less what the peer's last record added (never less than the
+ * suite's least overhead; at most 2^14 each), so 16 KiB of plaintext takes a 16 KiB buffer with
+ * room for a frame header in front. A record that carries more (a TLS 1.3 peer padding less than
+ * before, RFC 8446 5.4) spills into a spare or makes the engine ask for room: the buffer grows
+ * (a copy) and the record is unwrapped again, so any legal padding decodes.
  *
  * <p>Writes are queued until flush ({@link PendingWrites}) and sealed a record's worth at a time
  * (16 KiB; 16,367 bytes with the JDK's engine, which seals no more into a TLS 1.3 record): small
@@ -69,6 +71,11 @@ public final class TlsRecordStage extends RecordFraming implements RecordStage {
   private final boolean heapOutput;
   /** What each record of the negotiated suite adds to its plaintext at least. */
   private final int minRecordOverhead;
+  /**
+   * What the peer's last record added to its plaintext (the JDK's engine pads each TLS 1.3 record
+   * by 16 bytes), never below {@link #minRecordOverhead}: plaintext buffers are sized with it.
+   */
+  private int recordOverhead;
   /** The plaintext the engine seals into one record: 16 KiB, or the JDK's 16,367 with TLS 1.3. */
   private int recordPlaintextBytes = TlsRecords.MAX_PLAINTEXT_BYTES;
   /** Writes not yet sealed; made on the first write. */
@@ -99,6 +106,7 @@ public final class TlsRecordStage extends RecordFraming implements RecordStage {
     this.heapOutput = !(engine instanceof ReferenceCountedOpenSslEngine);
     this.minRecordOverhead = TlsRecords.minRecordOverhead(
         engine.getSession().getProtocol(), engine.getSession().getCipherSuite());
+    this.recordOverhead = minRecordOverhead;
   }
 
   /**
@@ -120,13 +128,13 @@ public final class TlsRecordStage extends RecordFraming implements RecordStage {
   private static final int HANDSHAKE = 22;
 
   /**
-   * The most plaintext a whole record can carry, whatever its padding (at least 1): its length
-   * less the suite's least overhead, and never above 2^14.
+   * The plaintext a whole record is expected to carry (at least 1): its length less what the
+   * peer's last record added, and never above 2^14. One that carries more grows its buffer.
    */
   @Override
   protected int plaintextBound(int recordBytes) {
-    int most = recordBytes - TlsRecords.HEADER_BYTES - minRecordOverhead;
-    return Math.max(1, Math.min(TlsRecords.MAX_PLAINTEXT_BYTES, most));
+    int expected = recordBytes - TlsRecords.HEADER_BYTES - recordOverhead;
+    return Math.max(1, Math.min(TlsRecords.MAX_PLAINTEXT_BYTES, expected));
   }
 
   @Override
@@ -206,7 +214,7 @@ public final class TlsRecordStage extends RecordFraming implements RecordStage {
    *
    * @param record borrowed: indexes are not moved
    * @param out borrowed: its writer index is advanced by the plaintext length; it has room for
-   *     the record's {@link #plaintextBound}, and grows if the engine asks for more
+   *     the record's {@link #plaintextBound}, and grows if the record carries more
    */
   @Override
   protected void openRecord(ByteBuf record, int start, int recordBytes, ByteBuf out) {
@@ -241,6 +249,8 @@ public final class TlsRecordStage extends RecordFraming implements RecordStage {
           throw TlsRecords.refused("the TLS engine took " + result.bytesConsumed() + " of a "
               + recordBytes + "-byte record");
         }
+        recordOverhead = Math.max(minRecordOverhead,
+            recordBytes - TlsRecords.HEADER_BYTES - result.bytesProduced());
         break;
       case CLOSED:
         endInput();
