@@ -202,12 +202,13 @@ final class DataJoins {
 
   /**
    * The read batch has ended: hands on every open join but those whose payload is at most {@code
-   * waiting.bytesMayWait} of their stream; those are right-sized and wait for the next batch.
-   * Gives back the table when none waits.
+   * waiting.bytesMayWait} of their stream, when that is not 0; those are right-sized and wait for
+   * the next batch. Gives back the table when none waits.
    */
   void endBatch(ChannelHandlerContext ctx, Waiting waiting) {
     for (int i = count - 1; i >= 0; i--) {
-      if (payloadBytes(i) > waiting.bytesMayWait(streams[i])) {
+      long mayWait = waiting.bytesMayWait(streams[i]);
+      if (mayWait == 0 || payloadBytes(i) > mayWait) {
         handOn(ctx, i, 0);
       } else {
         buffers[i] = output.rightSized(ctx, buffers[i]);

@@ -129,7 +129,8 @@ class FrameSlicerFuzzTest {
       // What waits goes on at the next batch's end once nothing may wait: the output is whole.
       slicer.stopWaiting();
       ch.flushInbound();
-      assertTrue(slicer.heldBytes() <= heldBound(stream, server, maxFrameSize, length));
+      assertTrue(slicer.heldBytes() <= heldBound(stream, server, maxFrameSize, length),
+          slicer.heldBytes() + " bytes held once nothing waits");
     }
     ch.checkException();
 

@@ -676,6 +676,21 @@ class Http2FrameSlicerTest {
     r.finish();
   }
 
+  /**
+   * An empty DATA frame of a stream with no message under way goes on at its batch's end: a
+   * connection with no incomplete message holds nothing between batches. Found by
+   * FrameSlicerFuzzTest: a join of no bytes waited, even with nothing allowed to.
+   */
+  @Test
+  void anEmptyJoinNeverWaits() {
+    Run r = new Run(1 << 20);
+    byte[] empty = frame(0, 0, 1, new byte[0]);
+    r.feed(empty, 0, empty.length);
+    assertEquals(0, r.slicer.heldBytes(), "nothing waits");
+    assertEquals(List.of(0), handedLengths(r, 1));
+    r.finish();
+  }
+
   @Test
   void aWaitingJoinIsReleasedWithTheChannel() {
     Run r = new Run(1 << 20);
