@@ -241,10 +241,9 @@ final class ReceivedBuffers {
    * and marks the message sent. Returns false, taking nothing, once the pieces are freed.
    */
   synchronized boolean holdForSending() {
-    if (holds == 0) {
+    if (!take()) {
       return false;
     }
-    holds++;
     sent = true;
     return true;
   }
@@ -255,11 +254,19 @@ final class ReceivedBuffers {
    * once the pieces are freed.
    */
   synchronized boolean holdForCall() {
+    if (!take()) {
+      return false;
+    }
+    keptByCall = true;
+    return true;
+  }
+
+  /** Takes one more hold unless the pieces are freed; the caller holds the lock. */
+  private boolean take() {
     if (holds == 0) {
       return false;
     }
     holds++;
-    keptByCall = true;
     return true;
   }
 
