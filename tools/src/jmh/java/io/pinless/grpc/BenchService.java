@@ -98,6 +98,15 @@ final class BenchService {
   static final MethodDescriptor<byte[], Integer> DOWNLOAD =
       DOWNLOAD_SERVER.toBuilder(BYTES_OUT, COUNTED).build();
 
+  /** A unary call that answers its request's bytes: the small calls the benchmarks time. */
+  static final MethodDescriptor<byte[], byte[]> ECHO =
+      MethodDescriptor.<byte[], byte[]>newBuilder()
+          .setType(MethodDescriptor.MethodType.UNARY)
+          .setFullMethodName(MethodDescriptor.generateFullMethodName(SERVICE, "Echo"))
+          .setRequestMarshaller(BYTES_OUT)
+          .setResponseMarshaller(BYTES_OUT)
+          .build();
+
   /** One message per size, made once: the benchmarks measure transport, not the fixture. */
   private static final Map<Integer, byte[]> MESSAGES = new ConcurrentHashMap<>();
 
@@ -160,6 +169,10 @@ final class BenchService {
 
   static ServerServiceDefinition definition() {
     return ServerServiceDefinition.builder(SERVICE)
+        .addMethod(ECHO, ServerCalls.asyncUnaryCall((req, out) -> {
+          out.onNext(req);
+          out.onCompleted();
+        }))
         .addMethod(DOWNLOAD_SERVER, ServerCalls.asyncServerStreamingCall((req, out) -> {
           ByteBuffer r = ByteBuffer.wrap(req);
           int count = r.getInt();

@@ -1,5 +1,6 @@
 package io.pinless.grpc;
 
+import io.grpc.ManagedChannel;
 import java.lang.management.ManagementFactory;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -32,7 +33,8 @@ import java.util.Locale;
  * before its ratio, and check with forks in turn ({@code docs/benchmarks.md}).
  *
  * <p>{@code Interleaved chunks <args>} runs {@link ChunkInterleaved} instead: protobuf messages
- * through {@link ZeroCopyMarshaller} against {@code ProtoLiteUtils}.
+ * through {@link ZeroCopyMarshaller} against {@code ProtoLiteUtils}. {@code Interleaved unary
+ * <args>} runs {@link UnaryInterleaved}: small echo calls, ping-pong or many in flight.
  *
  * <p>Per window it prints payload MB/s, CPU nanoseconds per payload byte (the process's) and heap
  * bytes allocated per payload byte (every live thread's, from {@code ThreadMXBean}); at the end,
@@ -61,6 +63,11 @@ public final class Interleaved {
     if (args.length > 0 && args[0].equals("chunks")) {
       // Protobuf chunks through the zero-copy marshaller against ProtoLiteUtils.
       ChunkInterleaved.main(java.util.Arrays.copyOfRange(args, 1, args.length));
+      return;
+    }
+    if (args.length > 0 && args[0].equals("unary")) {
+      // Small echo calls instead of downloads.
+      UnaryInterleaved.main(java.util.Arrays.copyOfRange(args, 1, args.length));
       return;
     }
     int messageBytes = args.length > 0 ? Integer.parseInt(args[0]) : 1024;
@@ -126,6 +133,32 @@ public final class Interleaved {
 
   private static String abbreviate(String s, int length) {
     return s.length() <= length ? s : s.substring(0, length);
+  }
+
+  /** A variant's channel, set up with its server, and what tears both down. */
+  record Opened(ManagedChannel channel, AutoCloseable tearDown) {}
+
+  /** Sets up {@code variant} for calls other than its download (its download is checked once). */
+  static Opened openChannel(String variant) throws Exception {
+    switch (variant) {
+      case "pinless-alts":
+      case "stock-alts":
+      case "stock-plaintext": {
+        AltsDownloadBenchmark b = new AltsDownloadBenchmark();
+        b.variant = variant;
+        b.messageBytes = 1024;
+        b.setUp();
+        return new Opened(b.channel(), b::tearDown);
+      }
+      default: {
+        ReadPathBenchmark b = new ReadPathBenchmark();
+        b.variant = variant;
+        b.messageBytes = 1024;
+        b.transport = "nio";
+        b.setUp();
+        return new Opened(b.channel(), b::tearDown);
+      }
+    }
   }
 
   private static Download open(String variant, int messageBytes) throws Exception {

@@ -120,6 +120,11 @@ public class ReadPathBenchmark {
     return got;
   }
 
+  /** The benchmark's channel, once set up. */
+  io.grpc.ManagedChannel channel() {
+    return channel;
+  }
+
   private long download() throws Exception {
     return BenchService.download(channel, request, BYTES_PER_CALL);
   }
