@@ -165,6 +165,24 @@ final class PieceStreams {
     }
   }
 
+  /**
+   * Runs {@code probe} (a parse, which forgets collected messages) until the process counts at
+   * least {@code bytes} more kept unreleased than {@code keptBefore}. The collector enqueues a
+   * collected message's reference on its own thread, after the referent is cleared, so one probe
+   * may come too early. Fails after a minute of probes.
+   */
+  static void probeUntilKept(long keptBefore, long bytes, Runnable probe) {
+    long guard = System.nanoTime() + java.util.concurrent.TimeUnit.MINUTES.toNanos(1);
+    do {
+      probe.run();
+      if (io.pinless.PinlessMetrics.Metric.UNRELEASED_BYTES_KEPT.value() - keptBefore >= bytes) {
+        return;
+      }
+      Thread.yield();
+    } while (System.nanoTime() < guard);
+    throw new AssertionError("the collected message's " + bytes + " bytes were never counted kept");
+  }
+
   /** Releases every buffer once. */
   static void release(List<ByteBuf> pieces) {
     pieces.forEach(ByteBuf::release);
