@@ -84,7 +84,7 @@ public final class PinlessChannelCredentials {
 
   /**
    * As {@link #tls(SslContext)}, with the handshake failing after {@code handshakeTimeout}
-   * instead of 20 s (the rollback's stock credentials keep grpc-netty's own deadline).
+   * instead of 20 s (with {@code -Dpinless.enabled=false}, grpc-netty's deadline applies).
    *
    * @throws IllegalArgumentException as {@link #tls(SslContext)}, or if the timeout is not
    *     positive

@@ -81,7 +81,7 @@ public final class PinlessServerCredentials {
 
   /**
    * As {@link #tls(SslContext)}, with a handshake failing after {@code handshakeTimeout} instead
-   * of 20 s (the rollback's stock credentials keep grpc-netty's own deadline).
+   * of 20 s (with {@code -Dpinless.enabled=false}, grpc-netty's deadline applies).
    *
    * @throws IllegalArgumentException as {@link #tls(SslContext)}, or if the timeout is not
    *     positive
