@@ -21,9 +21,10 @@ import io.netty.channel.ChannelHandlerContext;
  * the rest arrives), and small enough against the stream's flow-control window that the peer can
  * always send that rest. So no stream's DATA reaches gRPC in pieces under {@link
  * FrameSlicer#JOIN_BYTES} but a message's last, even when streams take turns; a message that
- * trickles in goes on in full joins; and no byte gRPC could deliver waits for another batch. gRPC's deframer
- * copies runs of pieces under 1 KiB into heap arrays (grpc-java 1.84 and later; earlier ones keep
- * an object per piece), which costs a message its NIO buffers and so its zero-copy path.
+ * trickles in goes on in full joins; and no byte gRPC could deliver waits for another batch.
+ * gRPC's deframer copies runs of pieces under 1 KiB into heap arrays (grpc-java 1.84 and later;
+ * earlier ones keep an object per piece), which costs a message its NIO buffers and so its
+ * zero-copy path.
  *
  * <p>Memory: between batches, only joins that wait, each right-sized, with the table; none for a
  * connection with no incomplete message. Within a batch, at most {@link #MAX_JOINS} buffers of

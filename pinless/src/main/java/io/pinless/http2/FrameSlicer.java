@@ -172,9 +172,10 @@ public final class FrameSlicer {
   /**
    * Ends a read batch: hands on every open join but those that hold only bytes of their stream's
    * incomplete message, as {@code messages} reads them, and at most 1/{@value #WAIT_WINDOW_SHARE}
-   * of the smallest stream window {@code window} has seen this end advertise. Those wait for the next batch: gRPC could not deliver them before the rest of their
-   * message, and the peer's window leaves room for that rest. A connection with no incomplete
-   * message holds nothing between batches.
+   * of the smallest stream window {@code window} has seen this end advertise. Those wait for the
+   * next batch: gRPC could not deliver them before the rest of their message, and the peer's
+   * window leaves room for that rest. A connection with no incomplete message holds nothing
+   * between batches.
    */
   public void readComplete(
       ChannelHandlerContext ctx, InboundMessages messages, ConnectionWindow window) {
@@ -183,6 +184,11 @@ public final class FrameSlicer {
 
   /** As {@link #readComplete(ChannelHandlerContext, InboundMessages, ConnectionWindow)}. */
   void readComplete(ChannelHandlerContext ctx, InboundMessages messages, long streamWindow) {
+    if (joins.count() == 0) {
+      // Most batches end with no join open: nothing to weigh, nothing to allocate.
+      joins.endBatch(ctx, DataJoins.Waiting.NONE);
+      return;
+    }
     long share = streamWindow / WAIT_WINDOW_SHARE;
     joins.endBatch(ctx, stream -> Math.min(share, messages.receivedOfMessage(stream)));
   }
