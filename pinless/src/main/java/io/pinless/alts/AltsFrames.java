@@ -103,4 +103,16 @@ final class AltsFrames {
     }
     return buf.internalNioBuffer(index, length);
   }
+
+  /**
+   * Whether {@code length} bytes from {@code out}'s index 0 end exactly where {@code in}'s
+   * readable bytes begin in memory; false when either has no memory address.
+   *
+   * @param out borrowed: only its address is read
+   * @param in borrowed: only its address and reader index are read
+   */
+  static boolean endsAt(ByteBuf out, int length, ByteBuf in) {
+    return out.hasMemoryAddress() && in.hasMemoryAddress()
+        && out.memoryAddress() + length == in.memoryAddress() + in.readerIndex();
+  }
 }

@@ -23,8 +23,9 @@ import java.util.Arrays;
  *
  * <p>Writes are queued until flush, then coalesced into frames as large as allowed. Each frame is
  * one pooled direct buffer, sealed straight from the callers' buffers (composites included; with
- * Conscrypt, which seals only whole buffers, the pieces of a frame gathered from several buffers
- * are first copied into one pooled buffer and sealed from it). A write's buffer is released as
+ * Conscrypt, which seals only whole direct buffers, the pieces of a frame gathered from several
+ * buffers, or from a heap buffer, are first copied into the thread's scratch buffer and sealed
+ * from it). A write's buffer is released as
  * soon as its last byte is sealed; its promise completes when the frame holding that byte is
  * written, and fails if encryption failed before it.
  *
@@ -172,26 +173,25 @@ final class AltsRecordSealer {
   /** Seals the next {@code payload} pending bytes into one frame and writes it. */
   private void sealFrame(ChannelHandlerContext ctx, int payload) {
     byte[] nonce = cipher.current();
-    ByteBuf frame = ctx.alloc().directBuffer(payload + AltsFrames.OVERHEAD_BYTES);
+    int frameBytes = payload + AltsFrames.OVERHEAD_BYTES;
+    ByteBuf first = bufferAt(done);
+    boolean straight = first.readableBytes() >= payload && first.nioBufferCount() == 1
+        && (first.isDirect() || !cipher.sealsWholeBuffersOnly());
+    ByteBuf frame = straight
+        ? frameApart(ctx, frameBytes, first)
+        : ctx.alloc().directBuffer(frameBytes);
     try {
       frame.writeIntLE(payload + AltsFrames.MIN_LENGTH);
       frame.writeIntLE(AltsFrames.TYPE_RECORD);
-      ByteBuf first = bufferAt(done);
-      if (first.readableBytes() >= payload && first.nioBufferCount() == 1) {
+      if (straight) {
         // One piece (the common case for large writes): sealed straight from the caller's buffer.
+        // Conscrypt seals heap bytes only through its slow JCA path, so a heap piece is gathered.
         cipher.seal(nonce, AltsFrames.view(first, first.readerIndex(), payload),
             AltsFrames.view(frame, 8, payload + AesGcm.TAG_BYTES));
       } else if (cipher.sealsWholeBuffersOnly()) {
-        // Several pieces and a provider that seals only whole buffers: gather them into one
-        // pooled buffer (no NIO view of each piece) and seal from it.
-        ByteBuf whole = ctx.alloc().directBuffer(payload);
-        try {
-          copyPending(whole, 0, payload);
-          cipher.seal(nonce, AltsFrames.view(whole, 0, payload),
-              AltsFrames.view(frame, 8, payload + AesGcm.TAG_BYTES));
-        } finally {
-          whole.release();
-        }
+        // Several pieces, or a heap one, and a provider that seals only whole direct buffers:
+        // gather them into one direct buffer and seal from it.
+        sealGathered(ctx, nonce, payload, AltsFrames.view(frame, 8, payload + AesGcm.TAG_BYTES));
       } else {
         int count = gatherViews(payload);
         cipher.seal(nonce, views, count, AltsFrames.view(frame, 8, payload + AesGcm.TAG_BYTES));
@@ -214,20 +214,92 @@ final class AltsRecordSealer {
   }
 
   /**
-   * Copies the next {@code payload} pending bytes into {@code into} from {@code index} on,
-   * leaving every reader index as it is.
+   * A buffer for a frame of {@code frameBytes} that does not end where {@code plaintext}'s
+   * readable bytes begin. Conscrypt takes an output that ends at its input's first byte for an
+   * overlap and copies the whole input first; pooled buffers of one size class lie side by side,
+   * so this happens whenever the caller's buffer follows the frame's in memory.
    *
-   * @param into borrowed: its writer index is not moved
+   * @param plaintext borrowed: only its address is read
+   * @return owned by the caller: a direct buffer of at least {@code frameBytes}
    */
-  private void copyPending(ByteBuf into, int index, int payload) {
+  private static ByteBuf frameApart(ChannelHandlerContext ctx, int frameBytes, ByteBuf plaintext) {
+    ByteBuf frame = ctx.alloc().directBuffer(frameBytes);
+    if (!AltsFrames.endsAt(frame, frameBytes, plaintext)) {
+      return frame;
+    }
+    ByteBuf other = ctx.alloc().directBuffer(frameBytes);
+    frame.release();
+    return other;
+  }
+
+  /**
+   * Seals the next {@code payload} pending bytes into {@code out} from one direct buffer they are
+   * copied into: the thread's {@link #GATHER} scratch, or for a payload larger than it may grow,
+   * a pooled buffer whose bytes start one in (so they never begin where the frame ends, see
+   * {@link #frameApart}).
+   */
+  private void sealGathered(ChannelHandlerContext ctx, byte[] nonce, int payload, ByteBuffer out)
+      throws GeneralSecurityException {
+    if (payload <= MAX_GATHER_BYTES) {
+      ByteBuffer scratch = gatherScratch(payload);
+      copyPending(scratch, payload);
+      cipher.seal(nonce, scratch.flip(), out);
+      return;
+    }
+    ByteBuf whole = ctx.alloc().directBuffer(payload + 1);
+    try {
+      ByteBuffer view = AltsFrames.view(whole, 1, payload);
+      copyPending(view, payload);
+      cipher.seal(nonce, view.position(view.position() - payload), out);
+    } finally {
+      whole.release();
+    }
+  }
+
+  /** The scratch's first size: a record of ALTS's default frame size. */
+  private static final int MIN_GATHER_BYTES = 16 * 1024;
+  /** The largest gather the thread's scratch takes: a record of grpc-java's preferred size. */
+  private static final int MAX_GATHER_BYTES = 128 * 1024;
+
+  /**
+   * Per thread: the direct buffer plaintexts are gathered into. Reused, so each gather copies
+   * into memory the CPU's cache holds and takes no pooled buffer; it belongs to the thread (the
+   * event loop), not to a connection, and grows to the largest gather, at most {@link
+   * #MAX_GATHER_BYTES}. A JDK buffer, freed with the thread.
+   */
+  private static final FastThreadLocal<ByteBuffer[]> GATHER =
+      new FastThreadLocal<>() {
+        @Override
+        protected ByteBuffer[] initialValue() {
+          return new ByteBuffer[1];
+        }
+      };
+
+  /** This thread's gather scratch, cleared, with room for {@code payload} bytes. */
+  private static ByteBuffer gatherScratch(int payload) {
+    ByteBuffer[] slot = GATHER.get();
+    ByteBuffer scratch = slot[0];
+    if (scratch == null || scratch.capacity() < payload) {
+      scratch = ByteBuffer.allocateDirect(Math.max(payload, MIN_GATHER_BYTES));
+      slot[0] = scratch;
+    }
+    return scratch.clear();
+  }
+
+  /**
+   * Copies the next {@code payload} pending bytes into {@code into} from its position on,
+   * advancing its position and leaving every reader index as it is.
+   */
+  private void copyPending(ByteBuffer into, int payload) {
     int left = payload;
+    int end = into.position() + payload;
     for (int i = done; i < size && left > 0; i += 2) {
       ByteBuf buf = bufferAt(i);
       int n = Math.min(left, buf.readableBytes());
-      into.setBytes(index, buf, buf.readerIndex(), n);
-      index += n;
+      buf.getBytes(buf.readerIndex(), into.limit(into.position() + n));
       left -= n;
     }
+    into.limit(end);
   }
 
   /** Fills {@link #views} with NIO views of the next {@code payload} pending bytes. */

@@ -153,11 +153,87 @@ class AltsRecordEncoderTest {
     ch.writeOutbound(direct(c));
     assertEquals(0, composite.refCnt());
     assertEquals(0, heap.refCnt());
-    // A heap buffer alone in a frame: sealed from the heap (the native calls take direct only).
+    // A heap buffer alone in a frame: sealed from the heap, or from a direct copy with Conscrypt.
     ByteBuf lone = Unpooled.copiedBuffer(b);
     ch.writeOutbound(lone);
     assertEquals(0, lone.refCnt());
     assertArrayEquals(concat(a, b, c, b, c, b), decodeAsServer(drainOutbound(ch), MAX, aes));
+    ch.finishAndReleaseAll();
+  }
+
+  /** Conscrypt's native calls, counting the seals made through them. */
+  private static final class CountedCalls {
+    final java.util.concurrent.atomic.AtomicInteger seals =
+        new java.util.concurrent.atomic.AtomicInteger();
+    final AesGcm aes;
+
+    CountedCalls() throws ReflectiveOperationException {
+      ConscryptAead calls = ConscryptAead.loadOrNull();
+      assertTrue(calls != null, "Conscrypt's native AEAD calls must load here");
+      java.lang.invoke.MethodHandle count = java.lang.invoke.MethodHandles.lookup().findVirtual(
+          java.util.concurrent.atomic.AtomicInteger.class, "incrementAndGet",
+          java.lang.invoke.MethodType.methodType(int.class)).bindTo(seals);
+      java.lang.invoke.MethodHandle seal = java.lang.invoke.MethodHandles.foldArguments(
+          calls.seal, java.lang.invoke.MethodHandles.dropReturn(count));
+      aes = new AesGcm(CryptoProvider.conscryptOrNull(),
+          new ConscryptAead(seal, calls.open, calls.aes128Gcm));
+    }
+  }
+
+  @Test
+  void aHeapWriteIsSealedByTheNativeCallsFromADirectCopy() throws Exception {
+    CountedCalls calls = new CountedCalls();
+    byte[] bytes = pattern(3 * (MAX - 24), 4);
+    EmbeddedChannel ch = new EmbeddedChannel(
+        new AltsRecordEncoder(ALTSRP_GCM_AES128_REKEY, KEY44, true, MAX, calls.aes));
+    ch.writeOutbound(Unpooled.wrappedBuffer(bytes));
+    assertEquals(3, calls.seals.get(), "every frame sealed by the native calls");
+    assertArrayEquals(bytes, decodeAsServer(drainOutbound(ch), MAX));
+    ch.finishAndReleaseAll();
+  }
+
+  /**
+   * A frame buffer that would end where the plaintext begins (pooled buffers of one size lie side
+   * by side) is traded for another: Conscrypt would take the two for overlapping and copy.
+   */
+  @Test
+  void neverSealsIntoAFrameThatEndsWhereThePlaintextBegins() throws Exception {
+    CountedCalls calls = new CountedCalls();
+    int payload = 1000;
+    int frameBytes = payload + 24;
+    ByteBuf memory = PooledByteBufAllocator.DEFAULT.directBuffer(2 * frameBytes);
+    assertTrue(memory.hasMemoryAddress(), "the guard needs memory addresses");
+    ByteBuf before = memory.retainedSlice(0, frameBytes).clear();
+    ByteBuf plaintext = memory.retainedSlice(frameBytes, payload).clear();
+    plaintext.writeBytes(pattern(payload, 5));
+    memory.release();
+    List<ByteBuf> handedOut = new ArrayList<>();
+    PooledByteBufAllocator alloc = new PooledByteBufAllocator(true) {
+      @Override
+      protected ByteBuf newDirectBuffer(int initialCapacity, int maxCapacity) {
+        ByteBuf b = handedOut.isEmpty() && initialCapacity == frameBytes
+            ? before
+            : super.newDirectBuffer(initialCapacity, maxCapacity);
+        handedOut.add(b);
+        return b;
+      }
+    };
+    EmbeddedChannel ch = new EmbeddedChannel(
+        new AltsRecordEncoder(ALTSRP_GCM_AES128_REKEY, KEY44, true, MAX, calls.aes));
+    ch.config().setAllocator(alloc);
+    ch.writeOutbound(plaintext);
+    ByteBuf frame = ch.readOutbound();
+    try {
+      assertTrue(handedOut.get(0) == before, "the allocator handed out the adjacent buffer");
+      assertTrue(frame != before, "sealed into the buffer that ends at the plaintext");
+      assertEquals(0, before.refCnt(), "the adjacent buffer went back");
+      assertEquals(1, calls.seals.get());
+      assertArrayEquals(pattern(payload, 5),
+          decodeAsServer(io.netty.buffer.ByteBufUtil.getBytes(frame), MAX));
+    } finally {
+      frame.release();
+    }
+    assertEquals(0, plaintext.refCnt());
     ch.finishAndReleaseAll();
   }
 

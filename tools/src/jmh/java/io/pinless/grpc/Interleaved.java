@@ -221,7 +221,7 @@ public final class Interleaved {
    * Prints, for {@code ratios} (one per round), their median, their geometric mean with a 95%
    * confidence interval (Student's t on the logs), their range, and how many fell below 1.
    */
-  static void summarize(String name, double[] ratios) {
+  public static void summarize(String name, double[] ratios) {
     double[] sorted = ratios.clone();
     Arrays.sort(sorted);
     int n = sorted.length;
