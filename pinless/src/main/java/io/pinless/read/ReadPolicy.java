@@ -57,10 +57,11 @@ import java.util.logging.Logger;
  *
  * <p>How much: Netty's transports take a buffer only once the socket is readable (NIO and epoll
  * after readiness, io_uring with a provided-buffer ring when data arrives). Reads start at the
- * maximum. A batch whose last read left its buffer short sizes the next read to what that read
- * got, rounded up to the pool's size class (at least half the size before, at least {@link
- * #MIN_READ_BYTES}): a peer that sends in bursts gets buffers its bursts fill, and a read that
- * stalls mid-message pins little more than it holds. A read that fills its buffer goes back to
+ * maximum. A batch whose last read left its buffer short sizes the next read to what the whole
+ * batch got, rounded up to the pool's size class (at least half the size before, at least {@link
+ * #MIN_READ_BYTES}): a peer that sends in bursts gets one buffer a whole burst fits, so a burst
+ * takes one read and not a full one and then the rest, and a read that stalls mid-message pins
+ * little more than it holds. A read that fills its buffer goes back to
  * the maximum at once. A batch goes on for up to {@link #MAX_READS_PER_BATCH} reads while each
  * read fills its buffer and no hold applies. A stage above may size reads itself ({@link
  * ReadTarget}) and may ask for free bytes before each fresh buffer's reader index ({@link
@@ -177,6 +178,8 @@ public final class ReadPolicy
   private int lastBytes;
   /** Reads in the current batch. */
   private byte readsInBatch;
+  /** Bytes the current batch's reads got. */
+  private int batchBytes;
 
   /**
    * A policy that holds reads while {@code budget} is exceeded and, if {@code
@@ -420,6 +423,7 @@ public final class ReadPolicy
   @Override
   public void reset(ChannelConfig config) {
     readsInBatch = 0;
+    batchBytes = 0;
     lastBytes = 0;
     attemptedBytes = 0;
   }
@@ -458,6 +462,9 @@ public final class ReadPolicy
   @Override
   public void lastBytesRead(int bytes) {
     lastBytes = bytes;
+    if (bytes > 0) {
+      batchBytes = (int) Math.min(Integer.MAX_VALUE, (long) batchBytes + bytes);
+    }
     if (bytes > 0 && bytes == attemptedBytes) {
       size = maxReadBytes;
     }
@@ -494,11 +501,11 @@ public final class ReadPolicy
         && mayRead();
   }
 
-  /** A batch that ended on a short read sizes the next read to what it got. */
+  /** A batch that ended on a short read sizes the next read to what the batch got. */
   @Override
   public void readComplete() {
     if (lastBytes > 0 && lastBytes < attemptedBytes) {
-      int wanted = Math.max(size / 2, sizeClass(headroom + lastBytes));
+      int wanted = Math.max(size / 2, sizeClass(headroom + Math.min(batchBytes, maxReadBytes)));
       size = Math.max(MIN_READ_BYTES, Math.min(size, wanted));
     }
   }

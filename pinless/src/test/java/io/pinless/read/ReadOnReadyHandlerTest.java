@@ -119,6 +119,25 @@ class ReadOnReadyHandlerTest {
   }
 
   @Test
+  void aBatchOfAFullReadAndAShortOneSizesTheNextToWhatTheWholeBatchGot() {
+    Setup s = new Setup(false);
+    ChannelConfig config = s.ch.config();
+    RecvByteBufAllocator.Handle handle = config.getRecvByteBufAllocator().newHandle();
+    for (int i = 0; i < 4; i++) {
+      batch(handle, 10_000, config);
+    }
+    assertEquals(10 * 1024, handle.guess());
+    handle.reset(config);
+    read(handle, handle.guess() - HEADROOM, handle.guess() - HEADROOM);
+    assertTrue(handle.continueReading(), "a full read: the socket may hold more");
+    read(handle, handle.guess() - HEADROOM, 20_000);
+    handle.readComplete();
+    assertEquals(ReadPolicy.sizeClass(HEADROOM + 10 * 1024 - HEADROOM + 20_000), handle.guess(),
+        "one buffer for a burst of that size: the next takes one read");
+    s.ch.finishAndReleaseAll();
+  }
+
+  @Test
   void aBatchGoesOnWhileReadsFillTheirBuffersUpToSixteenAndStopsAtAHold() {
     Setup s = new Setup(false);
     RecvByteBufAllocator.Handle handle = s.ch.config().getRecvByteBufAllocator().newHandle();
