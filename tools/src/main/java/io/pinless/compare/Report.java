@@ -23,7 +23,10 @@ import org.knowm.xchart.CategoryChart;
 import org.knowm.xchart.CategoryChartBuilder;
 import org.knowm.xchart.style.Styler;
 
-/** The comparison's outputs: the side-by-side table, {@code report.json} and {@code report.png}. */
+/**
+ * The comparison's outputs: the side-by-side table (with the {@link Targets}), {@code report.json},
+ * {@code report.md} and {@code report.png}.
+ */
 final class Report {
   /** A figure of the table: where it is in a variant's JSON, and which way is better. */
   record Metric(String label, String path, boolean higherIsBetter, double scale, String format) {
@@ -71,35 +74,59 @@ final class Report {
 
   private static final double MIB = 1 << 20;
 
-  /** Every figure the table shows and the ratios compare, in order. */
+  /**
+   * Every figure the table shows and the ratios compare, in order. A phase's {@code client} and
+   * {@code server} figures are each measured in its own process; "both ends" rows add the two.
+   */
   static final List<Metric> METRICS = List.of(
       new Metric("download throughput (MB/s)", "download.throughputMBps", true, 1, "%.0f"),
       new Metric("download p50 per object (ms)", "download.latencyMillis.p50", false, 1, "%.1f"),
       new Metric("download p90 per object (ms)", "download.latencyMillis.p90", false, 1, "%.1f"),
       new Metric("download p99 per object (ms)", "download.latencyMillis.p99", false, 1, "%.1f"),
-      new Metric("download in-use memory avg (MiB)", "download.memory.inUseAvgBytes", false, MIB, "%.1f"),
-      new Metric("download in-use memory peak (MiB)", "download.memory.inUsePeakBytes", false, MIB, "%.1f"),
-      new Metric("  of which pooled direct pinned, avg (MiB)", "download.memory.pooledDirectPinnedAvgBytes", false, MIB, "%.1f"),
-      new Metric("  of which pooled direct pinned, peak (MiB)", "download.memory.pooledDirectPinnedPeakBytes", false, MIB, "%.1f"),
-      new Metric("  client (receiving) end's pooled direct, avg (MiB)", "download.memory.clientPooledDirectPinnedAvgBytes", false, MIB, "%.2f"),
-      new Metric("  client (receiving) end's pooled direct, peak (MiB)", "download.memory.clientPooledDirectPinnedPeakBytes", false, MIB, "%.2f"),
-      new Metric("download heap allocated per payload byte", "download.heapAllocatedPerPayloadByte", false, 1, "%.4f"),
-      new Metric("download CPU ns per payload byte (both ends)", "download.cpuNanosPerPayloadByte", false, 1, "%.2f"),
-      new Metric("download copies per payload byte (receiving)", "download.copiesPerPayloadByte", false, 1, "%.2f"),
+      mib("download: client pooled direct pinned, mean", "download.client.pooledDirectPinnedMeanBytes"),
+      mib("download: client pooled direct pinned, peak", "download.client.pooledDirectPinnedPeakBytes"),
+      mib("download: client pool reserved, mean", "download.client.poolReservedMeanBytes"),
+      mib("download: client pool reserved, peak", "download.client.poolReservedPeakBytes"),
+      mib("download: client heap after GC, mean", "download.client.heapAfterGcMeanBytes"),
+      mib("download: client heap after GC, peak", "download.client.heapAfterGcPeakBytes"),
+      new Metric("download: client CPU ns per byte", "download.client.cpuNanosPerPayloadByte", false, 1, "%.3f"),
+      new Metric("download: client heap allocated per byte", "download.client.heapAllocatedPerPayloadByte", false, 1, "%.4f"),
+      new Metric("download: client copies per byte", "download.copiesPerPayloadByte", false, 1, "%.2f"),
+      mib("download: server pooled direct pinned, mean", "download.server.pooledDirectPinnedMeanBytes"),
+      mib("download: server pool reserved, mean", "download.server.poolReservedMeanBytes"),
+      mib("download: server heap after GC, mean", "download.server.heapAfterGcMeanBytes"),
+      new Metric("download: server CPU ns per byte", "download.server.cpuNanosPerPayloadByte", false, 1, "%.3f"),
+      new Metric("download: CPU ns per byte, both ends", "download.cpuNanosPerPayloadByte", false, 1, "%.3f"),
+      new Metric("download: heap allocated per byte, both ends", "download.heapAllocatedPerPayloadByte", false, 1, "%.4f"),
       new Metric("small calls per second", "small.callsPerSecond", true, 1, "%.0f"),
       new Metric("small p50 (us)", "small.latencyMicros.p50", false, 1, "%.0f"),
       new Metric("small p90 (us)", "small.latencyMicros.p90", false, 1, "%.0f"),
       new Metric("small p99 (us)", "small.latencyMicros.p99", false, 1, "%.0f"),
-      new Metric("small in-use memory avg (MiB)", "small.memory.inUseAvgBytes", false, MIB, "%.1f"),
-      new Metric("small in-use memory peak (MiB)", "small.memory.inUsePeakBytes", false, MIB, "%.1f"),
-      new Metric("small heap allocated per payload byte", "small.heapAllocatedPerPayloadByte", false, 1, "%.2f"),
-      new Metric("small CPU us per call (both ends)", "small.cpuMicrosPerCall", false, 1, "%.1f"),
+      mib("small: client pooled direct pinned, mean", "small.client.pooledDirectPinnedMeanBytes"),
+      mib("small: client pooled direct pinned, peak", "small.client.pooledDirectPinnedPeakBytes"),
+      mib("small: client pool reserved, mean", "small.client.poolReservedMeanBytes"),
+      mib("small: client pool reserved, peak", "small.client.poolReservedPeakBytes"),
+      mib("small: client heap after GC, mean", "small.client.heapAfterGcMeanBytes"),
+      mib("small: client heap after GC, peak", "small.client.heapAfterGcPeakBytes"),
+      new Metric("small: client CPU ns per byte", "small.client.cpuNanosPerPayloadByte", false, 1, "%.1f"),
+      new Metric("small: client CPU us per call", "small.client.cpuMicrosPerCall", false, 1, "%.1f"),
+      new Metric("small: server CPU us per call", "small.server.cpuMicrosPerCall", false, 1, "%.1f"),
+      new Metric("small: CPU us per call, both ends", "small.cpuMicrosPerCall", false, 1, "%.1f"),
+      new Metric("small: heap allocated per byte, both ends", "small.heapAllocatedPerPayloadByte", false, 1, "%.2f"),
       new Metric("idle: bytes per connection", "idle.bytesPerConnection", false, 1, "%.0f"),
       new Metric("idle:   heap bytes per connection", "idle.heapBytesPerConnection", false, 1, "%.0f"),
       new Metric("idle:   pooled direct bytes per connection", "idle.pooledDirectPinnedBytesPerConnection", false, 1, "%.0f"),
       new Metric("idle:   client end's process, per connection", "idle.clientBytesPerConnection", false, 1, "%.0f"),
       new Metric("idle:   server end's process, per connection", "idle.serverBytesPerConnection", false, 1, "%.0f"),
       new Metric("idle: seconds to open all, one call each", "idle.openSeconds", false, 1, "%.1f"));
+
+  /** Width of the table's first column, its labels. */
+  static final int LABEL_WIDTH = 52;
+
+  /** A memory figure shown in MiB; lower is better. */
+  private static Metric mib(String label, String path) {
+    return new Metric(label + " (MiB)", path, false, MIB, "%.2f");
+  }
 
   private Report() {}
 
@@ -151,6 +178,7 @@ final class Report {
         }
       }
       addRoundRatios(ratio, of, to);
+      Targets.mark(ratio);
       ratios.add(ratio);
     }
     return ratios;
@@ -159,7 +187,8 @@ final class Report {
   /** The per-round figures {@link #addRoundRatios} pairs: key in a round, and the metric's path. */
   private static final String[][] ROUND_FIGURES = {
     {"downloadThroughputMBps", "download.throughputMBps"},
-    {"downloadCpuNanosPerPayloadByte", "download.cpuNanosPerPayloadByte"}};
+    {"downloadClientCpuNanosPerPayloadByte", "download.client.cpuNanosPerPayloadByte"},
+    {"downloadClientPinnedMeanBytes", "download.client.pooledDirectPinnedMeanBytes"}};
 
   /**
    * With several rounds (run in turn, so round i of both variants ran minutes apart at most), adds
@@ -264,7 +293,7 @@ final class Report {
     report.getAsJsonArray("variants").forEach(e -> variants.add(e.getAsJsonObject()));
     List<JsonObject> ratios = new ArrayList<>();
     report.getAsJsonArray("ratios").forEach(e -> ratios.add(e.getAsJsonObject()));
-    StringBuilder header = new StringBuilder(String.format(Locale.ROOT, "%-44s", ""));
+    StringBuilder header = new StringBuilder(String.format(Locale.ROOT, "%-" + LABEL_WIDTH + "s", ""));
     for (JsonObject v : variants) {
       header.append(String.format(Locale.ROOT, " %19s", v.get("variant").getAsString()));
     }
@@ -275,7 +304,7 @@ final class Report {
     header.append("   better");
     out.println(header);
     for (Metric m : METRICS) {
-      StringBuilder line = new StringBuilder(String.format(Locale.ROOT, "%-44s", m.label()));
+      StringBuilder line = new StringBuilder(String.format(Locale.ROOT, "%-" + LABEL_WIDTH + "s", m.label()));
       for (JsonObject v : variants) {
         line.append(String.format(Locale.ROOT, " %19s", m.text(v)));
       }
@@ -287,11 +316,12 @@ final class Report {
       line.append(m.higherIsBetter() ? "   higher" : "   lower");
       out.println(line);
     }
-    StringBuilder leaks = new StringBuilder(String.format(Locale.ROOT, "%-44s", "leaks reported by Netty"));
+    StringBuilder leaks = new StringBuilder(String.format(Locale.ROOT, "%-" + LABEL_WIDTH + "s", "leaks reported by Netty"));
     for (JsonObject v : variants) {
       leaks.append(String.format(Locale.ROOT, " %19s", v.has("leaks") ? v.get("leaks").getAsString() : "-"));
     }
     out.println(leaks);
+    Targets.tableLines(ratios).forEach(out::println);
     copiesLines(variants).forEach(out::println);
     roundLines(ratios).forEach(out::println);
   }
@@ -337,6 +367,7 @@ final class Report {
       md.append(' ').append(v.has("leaks") ? v.get("leaks").getAsString() : "-").append(" |");
     }
     md.append(" |".repeat(ratios.size())).append('\n');
+    md.append(Targets.markdown(ratios));
     for (String line : copiesLines(variants)) {
       md.append('\n').append(line).append('\n');
     }
@@ -364,8 +395,8 @@ final class Report {
 
   /**
    * Writes {@code report.png}: four bar charts, one bar per variant: download throughput, small
-   * calls per second, memory during the download (in use, and the receiving end's pooled direct
-   * bytes), bytes per idle connection.
+   * calls per second, the client process's memory during the download (pooled direct pinned, pool
+   * reserved, heap after GC), bytes per idle connection.
    */
   static Path writeChart(JsonObject report, Path dir) throws IOException {
     Files.createDirectories(dir);
@@ -383,12 +414,14 @@ final class Report {
       chart(String.format(Locale.ROOT, "%d-byte unary calls per second (higher is better)",
               options.get("smallBytes").getAsInt()), variants,
           List.of("small calls"), List.of(metric("small.callsPerSecond"))),
-      chart("Memory during the download; recv.: the receiving end, MiB (lower is better)", variants,
-          List.of("in use, avg", "in use, peak", "recv. direct, avg",
-              "recv. direct, peak"),
-          List.of(metric("download.memory.inUseAvgBytes"), metric("download.memory.inUsePeakBytes"),
-              metric("download.memory.clientPooledDirectPinnedAvgBytes"),
-              metric("download.memory.clientPooledDirectPinnedPeakBytes"))),
+      chart("The client process during the download, MiB (lower is better)", variants,
+          List.of("pinned, mean", "pinned, peak", "reserved, mean", "reserved, peak",
+              "heap after GC, mean"),
+          List.of(metric("download.client.pooledDirectPinnedMeanBytes"),
+              metric("download.client.pooledDirectPinnedPeakBytes"),
+              metric("download.client.poolReservedMeanBytes"),
+              metric("download.client.poolReservedPeakBytes"),
+              metric("download.client.heapAfterGcMeanBytes"))),
       chart(String.format(Locale.ROOT, "Bytes per idle connection, %d connections (lower is better)",
               options.get("idleConnections").getAsInt()), variants,
           List.of("heap", "pooled direct", "total"), List.of(metric("idle.heapBytesPerConnection"),

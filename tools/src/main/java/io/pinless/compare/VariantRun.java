@@ -20,10 +20,11 @@ import java.util.concurrent.TimeUnit;
 import java.util.function.LongSupplier;
 
 /**
- * One variant's run, in a JVM of its own (so that pools and JIT state do not mix): the download
- * loop, the small-message phase and the idle phase (those {@code --phases} names), one after the
- * other; the idle phase's server end runs in a JVM of its own ({@link IdleServer}). The result
- * goes to a JSON file, progress to standard output.
+ * One variant's client end, in a JVM of its own (so that pools and JIT state do not mix): the
+ * download loop, the small-message phase and the idle phase (those {@code --phases} names), one
+ * after the other. Their server end runs in one more JVM ({@link ServerEnd}): one for the download
+ * and small phases, a fresh one for the idle phase. Each phase reports each process's own figures,
+ * the client's first. The result goes to a JSON file, progress to standard output.
  *
  * <pre>
  *   VariantRun --variant pinless-alts --handshakers host:port,host:port --result file [phase options]
@@ -94,20 +95,24 @@ public final class VariantRun {
         result.addProperty("tlsEngine", Variant.TLS_PROVIDER.name());
       }
       if (options.phases.contains("download") || options.phases.contains("small")) {
-        stack.start(Workload.service(options.messageBytes), ChunkService.service());
-        List<ManagedChannel> clients = new ArrayList<>();
-        for (int i = 0; i < options.clients; i++) {
-          clients.add(stack.newChannel());
-        }
-        try {
-          if (options.phases.contains("download")) {
-            result.add("download", download(stack, clients));
+        try (RemoteServerEnd server = RemoteServerEnd.start(variant, handshakers, options, out)) {
+          int port = server.port();
+          progress("download and small: %d clients in this JVM, the server end in a JVM of its"
+              + " own (port %d)", options.clients, port);
+          List<ManagedChannel> clients = new ArrayList<>();
+          try {
+            for (int i = 0; i < options.clients; i++) {
+              clients.add(stack.newChannel(port));
+            }
+            if (options.phases.contains("download")) {
+              result.add("download", download(stack, server, clients));
+            }
+            if (options.phases.contains("small")) {
+              result.add("small", small(stack, server, clients));
+            }
+          } finally {
+            shutdown(clients);
           }
-          if (options.phases.contains("small")) {
-            result.add("small", small(stack, clients));
-          }
-        } finally {
-          shutdown(clients);
         }
       }
       if (options.phases.contains("idle")) {
@@ -118,7 +123,8 @@ public final class VariantRun {
     return result;
   }
 
-  private JsonObject download(Variant.Stack stack, List<ManagedChannel> clients) throws Exception {
+  private JsonObject download(Variant.Stack stack, RemoteServerEnd server,
+      List<ManagedChannel> clients) throws Exception {
     Marshalling.Download download = options.marshaller.download(variant);
     double warmedSeconds = warmUp("download", deadline -> Workload.downloadLoop(clients,
         download, options.objectBytes, options.messageBytes, deadline, new Latencies()));
@@ -128,41 +134,47 @@ public final class VariantRun {
         options.durationMillis);
     long[] copiedBefore = copiedCounts();
     long jitAtStart = MemoryMonitor.jitMillis();
+    server.begin();
     long start = System.nanoTime();
     long bytes;
-    try (MemoryMonitor memory = new MemoryMonitor(stack::pinnedDirectBytes, stack::clientPinnedDirectBytes);
+    JsonObject client;
+    try (MemoryMonitor memory =
+            new MemoryMonitor(stack::pinnedDirectBytes, stack::reservedDirectBytes);
         Ticker ticker = new Ticker("download", "objects", latencies::count)) {
       bytes = Workload.downloadLoop(clients, download, options.objectBytes, options.messageBytes,
           start + TimeUnit.MILLISECONDS.toNanos(options.durationMillis), latencies);
-      long[] copiedAfter = copiedCounts();
-      double seconds = (System.nanoTime() - start) / 1e9;
-      JsonObject o = new JsonObject();
-      o.addProperty("seconds", round(seconds));
-      o.addProperty("warmupSeconds", round(warmedSeconds));
-      o.addProperty("objects", latencies.count());
-      o.addProperty("payloadBytes", bytes);
-      o.addProperty("throughputMBps", round(bytes / MB / seconds));
-      o.add("latencyMillis", percentiles(latencies, 1e6));
-      o.add("memory", memory.summary());
-      o.addProperty("heapAllocatedPerPayloadByte", round4((double) memory.allocatedSinceStart() / bytes));
-      o.addProperty("cpuNanosPerPayloadByte", round4((double) memory.cpuNanosSinceStart() / bytes));
-      addCopies(o, copiedBefore, copiedAfter, bytes);
-      // The JIT compilers' time within the measured window (their threads' elapsed compile time,
-      // summed): on two cores, compilation still going on takes CPU from the event loops.
-      long jitMillis = MemoryMonitor.jitMillis();
-      if (jitMillis >= 0) {
-        o.addProperty("jitSeconds", round((jitMillis - jitAtStart) / 1e3));
-      }
-      JsonObject m = o.getAsJsonObject("memory");
-      progress("download: %.0f MB/s, %.2f CPU ns per byte; the receiving end's pooled direct "
-              + "%.2f MiB on average, pinless's buffers held by gRPC %.2f MiB; JIT compiling "
-              + "for %.1f s of the %.0f s",
-          bytes / MB / seconds, (double) memory.cpuNanosSinceStart() / bytes,
-          m.get("clientPooledDirectPinnedAvgBytes").getAsDouble() / MIB,
-          m.get("pinlessHeldDownstreamAvgBytes").getAsDouble() / MIB,
-          jitMillis < 0 ? Double.NaN : (jitMillis - jitAtStart) / 1e3, seconds);
-      return o;
+      client = memory.stop();
     }
+    double seconds = (System.nanoTime() - start) / 1e9;
+    long jitMillis = MemoryMonitor.jitMillis();
+    long[] copiedAfter = copiedCounts();
+    JsonObject serverEnd = server.end();
+    JsonObject o = new JsonObject();
+    o.addProperty("seconds", round(seconds));
+    o.addProperty("warmupSeconds", round(warmedSeconds));
+    o.addProperty("objects", latencies.count());
+    o.addProperty("payloadBytes", bytes);
+    o.addProperty("throughputMBps", round(bytes / MB / seconds));
+    o.add("latencyMillis", percentiles(latencies, 1e6));
+    o.add("client", PhaseFigures.perByte(client, bytes));
+    o.add("server", PhaseFigures.perByte(serverEnd, bytes));
+    PhaseFigures.bothEndsPerByte(o, bytes);
+    addCopies(o, copiedBefore, copiedAfter, bytes);
+    // The client JVM's JIT compilers' time within the measured window (their threads' elapsed
+    // compile time, summed): on two cores, compilation still going on takes CPU from the loops.
+    if (jitMillis >= 0) {
+      o.addProperty("jitSeconds", round((jitMillis - jitAtStart) / 1e3));
+    }
+    progress("download: %.0f MB/s; client: %.2f CPU ns per byte, pooled direct pinned %.2f MiB"
+            + " mean, pool reserved %.2f MiB mean, pinless's buffers held by gRPC %.2f MiB mean;"
+            + " server end: %.2f CPU ns per byte; JIT compiling for %.1f s of the %.0f s",
+        bytes / MB / seconds, client.get("cpuNanosPerPayloadByte").getAsDouble(),
+        client.get("pooledDirectPinnedMeanBytes").getAsDouble() / MIB,
+        client.get("poolReservedMeanBytes").getAsDouble() / MIB,
+        client.get("pinlessHeldDownstreamMeanBytes").getAsDouble() / MIB,
+        serverEnd.get("cpuNanosPerPayloadByte").getAsDouble(),
+        jitMillis < 0 ? Double.NaN : (jitMillis - jitAtStart) / 1e3, seconds);
+    return o;
   }
 
   /**
@@ -221,7 +233,8 @@ public final class VariantRun {
         known - variant.cipherCopies(), options.marshaller.parser(variant)));
   }
 
-  private JsonObject small(Variant.Stack stack, List<ManagedChannel> clients) throws Exception {
+  private JsonObject small(Variant.Stack stack, RemoteServerEnd server,
+      List<ManagedChannel> clients) throws Exception {
     byte[] message = new byte[options.smallBytes];
     Arrays.fill(message, (byte) 'p');
     warmUp("small", deadline -> Workload.echoLoop(clients, message, options.inFlight, deadline,
@@ -229,28 +242,37 @@ public final class VariantRun {
     Latencies latencies = new Latencies();
     progress("small: %d clients, %d unary calls of %d bytes each in flight, for %d ms",
         options.clients, options.inFlight, options.smallBytes, options.durationMillis);
+    server.begin();
     long start = System.nanoTime();
-    try (MemoryMonitor memory = new MemoryMonitor(stack::pinnedDirectBytes, stack::clientPinnedDirectBytes);
+    long calls;
+    JsonObject client;
+    try (MemoryMonitor memory =
+            new MemoryMonitor(stack::pinnedDirectBytes, stack::reservedDirectBytes);
         Ticker ticker = new Ticker("small", "calls", latencies::count)) {
-      long calls = Workload.echoLoop(clients, message, options.inFlight,
+      calls = Workload.echoLoop(clients, message, options.inFlight,
           start + TimeUnit.MILLISECONDS.toNanos(options.durationMillis), latencies);
-      double seconds = (System.nanoTime() - start) / 1e9;
-      long bytes = 2L * calls * options.smallBytes;
-      JsonObject o = new JsonObject();
-      o.addProperty("seconds", round(seconds));
-      o.addProperty("calls", calls);
-      o.addProperty("callsPerSecond", round(calls / seconds));
-      o.addProperty("payloadBytes", bytes);
-      o.addProperty("throughputMBps", round(bytes / MB / seconds));
-      o.add("latencyMicros", percentiles(latencies, 1e3));
-      o.add("memory", memory.summary());
-      o.addProperty("heapAllocatedPerPayloadByte",
-          round4(bytes == 0 ? 0 : (double) memory.allocatedSinceStart() / bytes));
-      o.addProperty("cpuMicrosPerCall",
-          round(calls == 0 ? 0 : memory.cpuNanosSinceStart() / 1e3 / calls));
-      progress("small: %.0f calls/s", calls / seconds);
-      return o;
+      client = memory.stop();
     }
+    double seconds = (System.nanoTime() - start) / 1e9;
+    JsonObject serverEnd = server.end();
+    long bytes = 2L * calls * options.smallBytes;
+    JsonObject o = new JsonObject();
+    o.addProperty("seconds", round(seconds));
+    o.addProperty("calls", calls);
+    o.addProperty("callsPerSecond", round(calls / seconds));
+    o.addProperty("payloadBytes", bytes);
+    o.addProperty("throughputMBps", round(bytes / MB / seconds));
+    o.add("latencyMicros", percentiles(latencies, 1e3));
+    o.add("client", PhaseFigures.perCall(PhaseFigures.perByte(client, bytes), calls));
+    o.add("server", PhaseFigures.perCall(PhaseFigures.perByte(serverEnd, bytes), calls));
+    PhaseFigures.bothEndsPerByte(o, bytes);
+    PhaseFigures.bothEndsPerCall(o, calls);
+    progress("small: %.0f calls/s; client: %.1f CPU us per call, pooled direct pinned %.2f MiB"
+            + " mean; server end: %.1f CPU us per call", calls / seconds,
+        client.get("cpuMicrosPerCall").getAsDouble(),
+        client.get("pooledDirectPinnedMeanBytes").getAsDouble() / MIB,
+        serverEnd.get("cpuMicrosPerCall").getAsDouble());
+    return o;
   }
 
   /**
@@ -261,19 +283,14 @@ public final class VariantRun {
    */
   private JsonObject idle(Variant.Stack stack, String handshakers) throws Exception {
     int n = options.idleConnections;
-    // the server's ends of the closed clients may still hold buffers (a response being written
-    // when the client went away): the baseline is taken once they are gone
-    if (!stack.awaitNoServerConnections(10_000)) {
-      throw new IllegalStateException("the server's ends of the closed clients did not close in 10 s");
-    }
     List<ManagedChannel> channels = new ArrayList<>(n);
-    try (IdleServer.Remote server = IdleServer.Remote.start(variant, handshakers, options, out)) {
+    try (RemoteServerEnd server = RemoteServerEnd.start(variant, handshakers, options, out)) {
       try {
         int port = server.port();
         // both processes measure at once: each collection runs in its own process
-        CompletableFuture<IdleServer.Measurement> serverAsked = server.measure();
-        IdleServer.Measurement clientBefore = IdleServer.Measurement.of(stack);
-        IdleServer.Measurement serverBefore = IdleServer.Remote.answer(serverAsked, "measurement");
+        CompletableFuture<Measurement> serverAsked = server.measure();
+        Measurement clientBefore = Measurement.of(stack);
+        Measurement serverBefore = RemoteServerEnd.answer(serverAsked, "measurement");
         progress("idle: opening %d connections, one call each, to the server end in a JVM of its"
             + " own (port %d)", n, port);
         byte[] message = new byte[options.smallBytes];
@@ -284,9 +301,9 @@ public final class VariantRun {
             n, openSeconds, SETTLE_MILLIS);
         Thread.sleep(SETTLE_MILLIS);
         serverAsked = server.measure();
-        IdleServer.Measurement client = IdleServer.Measurement.of(stack).minus(clientBefore);
-        IdleServer.Measurement serverEnd =
-            IdleServer.Remote.answer(serverAsked, "measurement").minus(serverBefore);
+        Measurement client = Measurement.of(stack).minus(clientBefore);
+        Measurement serverEnd =
+            RemoteServerEnd.answer(serverAsked, "measurement").minus(serverBefore);
         if (serverEnd.serverConnections() != n) {
           throw new IllegalStateException("the server end has " + serverEnd.serverConnections()
               + " connections, not " + n);
@@ -455,7 +472,7 @@ public final class VariantRun {
   /**
    * Makes Netty's leak detectors (both Netty copies) report what was collected unreleased: after
    * a collection, each tracked allocation polls its detector's queue. {@link Compare} counts the
-   * reports in this JVM's output, which carries the idle server end's output too.
+   * reports in this JVM's output, which carries the server ends' output too.
    */
   static void reportLeaks() throws InterruptedException {
     for (int round = 0; round < 3; round++) {
