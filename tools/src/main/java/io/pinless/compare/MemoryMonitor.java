@@ -36,6 +36,7 @@ final class MemoryMonitor implements AutoCloseable {
   private final Thread sampler;
   private final long allocatedAtStart;
   private final long cpuAtStart;
+  private final long jitAtStart;
   private volatile boolean running = true;
   /** The figures when {@link #stop} was first called; null before. */
   private JsonObject stopped;
@@ -64,6 +65,7 @@ final class MemoryMonitor implements AutoCloseable {
     this.reservedDirect = reservedDirect;
     this.allocatedAtStart = allocatedBytes();
     this.cpuAtStart = processCpuNanos();
+    this.jitAtStart = jitMillis();
     this.sampler = new Thread(this::sample, "pinless-compare-memory");
     sampler.setDaemon(true);
     sampler.start();
@@ -214,8 +216,8 @@ final class MemoryMonitor implements AutoCloseable {
   /**
    * Stops watching and returns what was seen, as JSON fields: this process's id and JVM
    * arguments; mean and peak of each sampled figure, in bytes; the CPU nanoseconds the process
-   * used and the heap bytes it allocated since the start. Later calls return the same figures;
-   * call it from one thread.
+   * used, the heap bytes it allocated and the seconds its JIT compilers spent since the start.
+   * Later calls return the same figures; call it from one thread.
    */
   JsonObject stop() throws InterruptedException {
     if (stopped != null) {
@@ -223,12 +225,13 @@ final class MemoryMonitor implements AutoCloseable {
     }
     long cpu = processCpuNanos() - cpuAtStart;
     long allocated = allocatedBytes() - allocatedAtStart;
+    long jit = jitAtStart < 0 ? -1 : jitMillis() - jitAtStart;
     close();
-    stopped = figures(cpu, allocated);
+    stopped = figures(cpu, allocated, jit);
     return stopped;
   }
 
-  private synchronized JsonObject figures(long cpu, long allocated) {
+  private synchronized JsonObject figures(long cpu, long allocated, long jitMillis) {
     long n = Math.max(1, samples);
     JsonObject o = new JsonObject();
     o.addProperty("pid", ProcessHandle.current().pid());
@@ -242,6 +245,9 @@ final class MemoryMonitor implements AutoCloseable {
     add(o, "pinlessHeldDownstream", tracked, n);
     o.addProperty("cpuNanos", cpu);
     o.addProperty("heapAllocatedBytes", allocated);
+    if (jitMillis >= 0) {
+      o.addProperty("jitSeconds", jitMillis / 1e3);
+    }
     return o;
   }
 

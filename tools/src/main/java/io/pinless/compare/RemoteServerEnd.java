@@ -94,6 +94,11 @@ final class RemoteServerEnd implements AutoCloseable {
     return JsonParser.parseString(answer(ask(ServerEnd.END), "figures")).getAsJsonObject();
   }
 
+  /** Milliseconds the server end's JIT compilers have spent so far (-1 if its JVM does not say). */
+  long jitMillis() throws IOException, InterruptedException {
+    return Long.parseLong(answer(ask(ServerEnd.JIT), "JIT time"));
+  }
+
   /** Waits for {@code answer} (at most {@value #ANSWER_MINUTES} minutes). */
   static <T> T answer(CompletableFuture<T> answer, String what)
       throws IOException, InterruptedException {

@@ -24,6 +24,7 @@ import java.util.Arrays;
  *   measure   answer heap pooled buffers connections   ({@link Measurement#line})
  *   begin     answer begun                             (starts watching this process)
  *   end       answer {"pid":...}                       (stops; this process's figures as JSON)
+ *   jit       answer millis                            (the JIT compilers' time so far; -1: unknown)
  * </pre>
  *
  * <p>It stops at the end of its standard input. Every other line it prints (leak reports among
@@ -47,6 +48,8 @@ public final class ServerEnd {
   static final String BEGIN = "begin";
   /** The request for this process's figures since {@link #BEGIN}. */
   static final String END = "end";
+  /** The request for the milliseconds this process's JIT compilers have spent. */
+  static final String JIT = "jit";
 
   private ServerEnd() {}
 
@@ -102,6 +105,9 @@ public final class ServerEnd {
               answer = ANSWER + watch.stop();
               watch = null;
             }
+            break;
+          case JIT:
+            answer = ANSWER + MemoryMonitor.jitMillis();
             break;
           default:
             answer = REFUSED + "unknown request " + line;

@@ -126,14 +126,13 @@ public final class VariantRun {
   private JsonObject download(Variant.Stack stack, RemoteServerEnd server,
       List<ManagedChannel> clients) throws Exception {
     Marshalling.Download download = options.marshaller.download(variant);
-    double warmedSeconds = warmUp("download", deadline -> Workload.downloadLoop(clients,
+    double warmedSeconds = warmUp("download", server, deadline -> Workload.downloadLoop(clients,
         download, options.objectBytes, options.messageBytes, deadline, new Latencies()));
     Latencies latencies = new Latencies();
     progress("download: %d clients, %d-byte objects in %d-byte messages (%s), for %d ms",
         options.clients, options.objectBytes, options.messageBytes, options.marshaller.name,
         options.durationMillis);
     long[] copiedBefore = copiedCounts();
-    long jitAtStart = MemoryMonitor.jitMillis();
     server.begin();
     long start = System.nanoTime();
     long bytes;
@@ -146,7 +145,6 @@ public final class VariantRun {
       client = memory.stop();
     }
     double seconds = (System.nanoTime() - start) / 1e9;
-    long jitMillis = MemoryMonitor.jitMillis();
     long[] copiedAfter = copiedCounts();
     JsonObject serverEnd = server.end();
     JsonObject o = new JsonObject();
@@ -160,10 +158,13 @@ public final class VariantRun {
     o.add("server", PhaseFigures.perByte(serverEnd, bytes));
     PhaseFigures.bothEndsPerByte(o, bytes);
     addCopies(o, copiedBefore, copiedAfter, bytes);
-    // The client JVM's JIT compilers' time within the measured window (their threads' elapsed
-    // compile time, summed): on two cores, compilation still going on takes CPU from the loops.
-    if (jitMillis >= 0) {
-      o.addProperty("jitSeconds", round((jitMillis - jitAtStart) / 1e3));
+    // Both JVMs' JIT compilers' time within the measured window (their threads' elapsed compile
+    // time, summed): on two cores, compilation still going on takes CPU from the event loops.
+    double jitSeconds = Double.NaN;
+    if (client.has("jitSeconds") && serverEnd.has("jitSeconds")) {
+      jitSeconds =
+          client.get("jitSeconds").getAsDouble() + serverEnd.get("jitSeconds").getAsDouble();
+      o.addProperty("jitSeconds", round(jitSeconds));
     }
     progress("download: %.0f MB/s; client: %.2f CPU ns per byte, pooled direct pinned %.2f MiB"
             + " mean, pool reserved %.2f MiB mean, pinless's buffers held by gRPC %.2f MiB mean;"
@@ -173,7 +174,7 @@ public final class VariantRun {
         client.get("poolReservedMeanBytes").getAsDouble() / MIB,
         client.get("pinlessHeldDownstreamMeanBytes").getAsDouble() / MIB,
         serverEnd.get("cpuNanosPerPayloadByte").getAsDouble(),
-        jitMillis < 0 ? Double.NaN : (jitMillis - jitAtStart) / 1e3, seconds);
+        jitSeconds, seconds);
     return o;
   }
 
@@ -237,8 +238,8 @@ public final class VariantRun {
       List<ManagedChannel> clients) throws Exception {
     byte[] message = new byte[options.smallBytes];
     Arrays.fill(message, (byte) 'p');
-    warmUp("small", deadline -> Workload.echoLoop(clients, message, options.inFlight, deadline,
-        new Latencies()));
+    warmUp("small", server, deadline -> Workload.echoLoop(clients, message, options.inFlight,
+        deadline, new Latencies()));
     Latencies latencies = new Latencies();
     progress("small: %d clients, %d unary calls of %d bytes each in flight, for %d ms",
         options.clients, options.inFlight, options.smallBytes, options.durationMillis);
@@ -404,26 +405,26 @@ public final class VariantRun {
 
   /**
    * Warms a phase up: runs its loop for {@code --warmup}, then on in slices of {@link
-   * #JIT_SLICE_MILLIS} until the JIT compilers have compiled for at most {@link
-   * #SETTLED_JIT_SHARE} of a slice, or {@code --settle} has passed. On two cores compilation that
+   * #JIT_SLICE_MILLIS} until the JIT compilers of both JVMs (this one and the server end's) have
+   * compiled for at most {@link #SETTLED_JIT_SHARE} of a slice, or {@code --settle} has passed. On two cores compilation that
    * is still going on takes CPU from the event loops: a fixed 5 s warm-up leaves the JIT compiling
    * for much of a 15 s download window, and the rounds with the most compiling are the slowest,
    * for every variant.
    *
    * @return the seconds the warm-up took
    */
-  private double warmUp(String phase, Loop loop) throws Exception {
+  private double warmUp(String phase, RemoteServerEnd server, Loop loop) throws Exception {
     progress("%s: warming up for %d ms, then until the JIT settles (at most %d ms more)", phase,
         options.warmupMillis, options.settleMillis);
     long start = System.nanoTime();
     loop.runUntil(start + TimeUnit.MILLISECONDS.toNanos(options.warmupMillis));
     long cap = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(options.settleMillis);
-    long jit = MemoryMonitor.jitMillis();
+    long jit = jitMillis(server);
     double share = Double.NaN;
     while (jit >= 0 && System.nanoTime() - cap < 0) {
       long sliceStart = System.nanoTime();
       loop.runUntil(sliceStart + TimeUnit.MILLISECONDS.toNanos(JIT_SLICE_MILLIS));
-      long now = MemoryMonitor.jitMillis();
+      long now = jitMillis(server);
       share = (now - jit) / ((System.nanoTime() - sliceStart) / 1e6);
       jit = now;
       if (share <= SETTLED_JIT_SHARE) {
@@ -434,11 +435,18 @@ public final class VariantRun {
     if (Double.isNaN(share)) {
       progress("%s: warmed up for %.1f s", phase, seconds);
     } else {
-      progress("%s: warmed up for %.1f s; the JIT compiled for %.0f%% of the last %d ms%s", phase,
-          seconds, share * 100, JIT_SLICE_MILLIS,
+      progress("%s: warmed up for %.1f s; both JVMs' JIT compiled for %.0f%% of the last %d ms%s",
+          phase, seconds, share * 100, JIT_SLICE_MILLIS,
           share <= SETTLED_JIT_SHARE ? "" : " (not settled: --settle ran out)");
     }
     return seconds;
+  }
+
+  /** Milliseconds both JVMs' JIT compilers have spent so far; -1 if either does not say. */
+  private static long jitMillis(RemoteServerEnd server) throws Exception {
+    long client = MemoryMonitor.jitMillis();
+    long serverEnd = server.jitMillis();
+    return client < 0 || serverEnd < 0 ? -1 : client + serverEnd;
   }
 
   /** Prints how far a phase has come every two seconds. */
