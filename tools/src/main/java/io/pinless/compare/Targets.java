@@ -15,7 +15,7 @@ import java.util.Locale;
  * targets} of the ratio) and after the table.
  */
 final class Targets {
-  /** A ratio (pinless over stock) at most {@code limit}; {@code path} as in {@link Report#METRICS}. */
+  /** The ratio, pinless over stock, of the figure at {@code path} must be at most {@code limit}. */
   record Target(String path, double limit) {}
 
   /** Every target, in the order shown. */
@@ -73,17 +73,17 @@ final class Targets {
     }
     String title = "targets: pinless / stock, same transport";
     StringBuilder header = new StringBuilder(
-        String.format(Locale.ROOT, "%-" + Report.LABEL_WIDTH + "s %-8s", title, "target"));
+        Metric.column(title) + String.format(Locale.ROOT, " %-8s", "target"));
     for (JsonObject r : marked) {
-      header.append(String.format(Locale.ROOT, " %22s", pair(r)));
+      header.append(String.format(Locale.ROOT, " %" + width(r) + "s", pair(r)));
     }
     lines.add("");
     lines.add(header.toString());
     for (Target t : TARGETS) {
-      StringBuilder line = new StringBuilder(String.format(Locale.ROOT,
-          "%-" + Report.LABEL_WIDTH + "s %-8s", Report.metric(t.path()).label(), limit(t)));
+      StringBuilder line = new StringBuilder(Metric.column(Metric.at(t.path()).label())
+          + String.format(Locale.ROOT, " %-8s", limit(t)));
       for (JsonObject r : marked) {
-        line.append(String.format(Locale.ROOT, " %22s", cell(r, t)));
+        line.append(String.format(Locale.ROOT, " %" + width(r) + "s", cell(r, t)));
       }
       lines.add(line.toString());
     }
@@ -104,7 +104,7 @@ final class Targets {
     }
     md.append('\n').append(rule).append('\n');
     for (Target t : TARGETS) {
-      md.append("| ").append(Report.metric(t.path()).label()).append(" | ").append(limit(t))
+      md.append("| ").append(Metric.at(t.path()).label()).append(" | ").append(limit(t))
           .append(" |");
       for (JsonObject r : marked) {
         md.append(' ').append(cell(r, t)).append(" |");
@@ -122,6 +122,11 @@ final class Targets {
       }
     }
     return marked;
+  }
+
+  /** A column's width: its pair's name, or the widest cell ("0.00 MISSED"). */
+  private static int width(JsonObject ratio) {
+    return Math.max(pair(ratio).length(), 12);
   }
 
   private static String pair(JsonObject ratio) {

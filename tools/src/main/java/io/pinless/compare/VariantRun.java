@@ -4,7 +4,6 @@ import com.google.gson.GsonBuilder;
 import com.google.gson.JsonObject;
 import io.grpc.ManagedChannel;
 import io.pinless.PinlessMetrics.Metric;
-import io.pinless.testing.ChunkService;
 import java.io.PrintStream;
 import java.lang.ref.ReferenceQueue;
 import java.lang.ref.WeakReference;
@@ -15,7 +14,6 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.function.LongSupplier;
 
@@ -23,8 +21,9 @@ import java.util.function.LongSupplier;
  * One variant's client end, in a JVM of its own (so that pools and JIT state do not mix): the
  * download loop, the small-message phase and the idle phase (those {@code --phases} names), one
  * after the other. Their server end runs in one more JVM ({@link ServerEnd}): one for the download
- * and small phases, a fresh one for the idle phase. Each phase reports each process's own figures,
- * the client's first. The result goes to a JSON file, progress to standard output.
+ * and small phases, a fresh one for the idle phase ({@link IdlePhase}). Each phase reports each
+ * process's own figures, the client's first. The result goes to a JSON file, progress to standard
+ * output.
  *
  * <pre>
  *   VariantRun --variant pinless-alts --handshakers host:port,host:port --result file [phase options]
@@ -33,15 +32,11 @@ import java.util.function.LongSupplier;
 public final class VariantRun {
   /** Lines starting so are progress; {@link Compare} shows them as they come. */
   static final String PROGRESS = "progress: ";
-  /** How long the idle phase lets connections settle before measuring (pinless sweeps within 1.28 s). */
-  private static final long SETTLE_MILLIS = 2_000;
   private static final double MB = 1e6;
   /** The warm-up's slices once {@code --warmup} has passed. */
   private static final long JIT_SLICE_MILLIS = 2_000;
   /** The JIT has settled when it compiled for at most this share of a slice. */
   private static final double SETTLED_JIT_SHARE = 0.10;
-  /** Calls (connections) being opened at once in the idle phase. */
-  private static final int OPEN_WINDOW = 16;
 
   private static final double MIB = 1 << 20;
   private final Variant variant;
@@ -116,7 +111,7 @@ public final class VariantRun {
         }
       }
       if (options.phases.contains("idle")) {
-        result.add("idle", idle(stack, handshakers));
+        result.add("idle", new IdlePhase(variant, options, out).run(stack, handshakers));
       }
     }
     result.addProperty("completed", true);
@@ -276,97 +271,6 @@ public final class VariantRun {
     return o;
   }
 
-  /**
-   * Opens the idle connections, one call each, to a server end in a JVM of its own, lets them
-   * settle, and measures what they hold: each process's growth (live heap after a full collection
-   * plus pooled direct bytes pinned), measured by the process itself, over its state before they
-   * opened.
-   */
-  private JsonObject idle(Variant.Stack stack, String handshakers) throws Exception {
-    int n = options.idleConnections;
-    List<ManagedChannel> channels = new ArrayList<>(n);
-    try (RemoteServerEnd server = RemoteServerEnd.start(variant, handshakers, options, out)) {
-      try {
-        int port = server.port();
-        // both processes measure at once: each collection runs in its own process
-        CompletableFuture<Measurement> serverAsked = server.measure();
-        Measurement clientBefore = Measurement.of(stack);
-        Measurement serverBefore = RemoteServerEnd.answer(serverAsked, "measurement");
-        progress("idle: opening %d connections, one call each, to the server end in a JVM of its"
-            + " own (port %d)", n, port);
-        byte[] message = new byte[options.smallBytes];
-        long start = System.nanoTime();
-        openWindowed(stack, port, n, message, channels);
-        double openSeconds = (System.nanoTime() - start) / 1e9;
-        progress("idle: %d connections made their call in %.1f s; letting them settle %d ms",
-            n, openSeconds, SETTLE_MILLIS);
-        Thread.sleep(SETTLE_MILLIS);
-        serverAsked = server.measure();
-        Measurement client = Measurement.of(stack).minus(clientBefore);
-        Measurement serverEnd =
-            RemoteServerEnd.answer(serverAsked, "measurement").minus(serverBefore);
-        if (serverEnd.serverConnections() != n) {
-          throw new IllegalStateException("the server end has " + serverEnd.serverConnections()
-              + " connections, not " + n);
-        }
-        long heap = client.heapBytes() + serverEnd.heapBytes();
-        long pinned = client.pooledBytes() + serverEnd.pooledBytes();
-        long buffers = client.pooledBuffers() + serverEnd.pooledBuffers();
-        JsonObject o = new JsonObject();
-        o.addProperty("connections", n);
-        o.addProperty("openSeconds", round(openSeconds));
-        o.addProperty("bytesPerConnection", (heap + pinned) / n);
-        o.addProperty("heapBytesPerConnection", heap / n);
-        o.addProperty("pooledDirectPinnedBytesPerConnection", pinned / n);
-        o.addProperty("pooledDirectBuffersPerConnection", round4((double) buffers / n));
-        o.addProperty("clientBytesPerConnection", (client.heapBytes() + client.pooledBytes()) / n);
-        o.addProperty("clientHeapBytesPerConnection", client.heapBytes() / n);
-        o.addProperty("clientPooledDirectPinnedBytesPerConnection", client.pooledBytes() / n);
-        o.addProperty("serverBytesPerConnection", (serverEnd.heapBytes() + serverEnd.pooledBytes()) / n);
-        o.addProperty("serverHeapBytesPerConnection", serverEnd.heapBytes() / n);
-        o.addProperty("serverPooledDirectPinnedBytesPerConnection", serverEnd.pooledBytes() / n);
-        progress("idle: %d bytes per connection pair (heap %d, pooled direct %d): client end %d,"
-                + " server end %d", (heap + pinned) / n, heap / n, pinned / n,
-            (client.heapBytes() + client.pooledBytes()) / n,
-            (serverEnd.heapBytes() + serverEnd.pooledBytes()) / n);
-        return o;
-      } finally {
-        shutdown(channels);
-      }
-    }
-  }
-
-  /**
-   * Opens {@code n} channels to {@code port}, each making one call, with at most {@value
-   * #OPEN_WINDOW} calls outstanding: connections come a window at a time, as from clients over
-   * time, and grpc-alts's handshakes in flight stay under its cap per process (32).
-   */
-  private static void openWindowed(Variant.Stack stack, int port, int n, byte[] message,
-      List<ManagedChannel> channels) throws Exception {
-    java.util.concurrent.Semaphore window = new java.util.concurrent.Semaphore(OPEN_WINDOW);
-    java.util.concurrent.atomic.AtomicReference<Throwable> failure =
-        new java.util.concurrent.atomic.AtomicReference<>();
-    for (int i = 0; i < n && failure.get() == null; i++) {
-      if (!window.tryAcquire(2, TimeUnit.MINUTES)) {
-        throw new IllegalStateException("no call of the idle phase completed in 2 minutes");
-      }
-      ManagedChannel channel = stack.newChannel(port);
-      channels.add(channel);
-      Workload.echo(channel, message).whenComplete((ignored, t) -> {
-        if (t != null) {
-          failure.compareAndSet(null, t);
-        }
-        window.release();
-      });
-    }
-    if (!window.tryAcquire(OPEN_WINDOW, 2, TimeUnit.MINUTES)) {
-      throw new IllegalStateException("the idle phase's last calls did not complete in 2 minutes");
-    }
-    if (failure.get() != null) {
-      throw new IllegalStateException("a call of the idle phase failed", failure.get());
-    }
-  }
-
   /** Shuts {@code channels} down now and waits for each (up to 10 s). */
   static void shutdown(List<ManagedChannel> channels) throws InterruptedException {
     for (ManagedChannel channel : channels) {
@@ -385,15 +289,20 @@ public final class VariantRun {
     return o;
   }
 
-  private static double round(double v) {
+  static double round(double v) {
     return Math.round(v * 10) / 10.0;
   }
 
-  private static double round4(double v) {
+  static double round4(double v) {
     return Math.round(v * 10_000) / 10_000.0;
   }
 
   private void progress(String format, Object... args) {
+    progress(out, format, args);
+  }
+
+  /** Prints a progress line on {@code out}. */
+  static void progress(PrintStream out, String format, Object... args) {
     out.println(PROGRESS + String.format(Locale.ROOT, format, args));
     out.flush();
   }
@@ -406,10 +315,10 @@ public final class VariantRun {
   /**
    * Warms a phase up: runs its loop for {@code --warmup}, then on in slices of {@link
    * #JIT_SLICE_MILLIS} until the JIT compilers of both JVMs (this one and the server end's) have
-   * compiled for at most {@link #SETTLED_JIT_SHARE} of a slice, or {@code --settle} has passed. On two cores compilation that
-   * is still going on takes CPU from the event loops: a fixed 5 s warm-up leaves the JIT compiling
-   * for much of a 15 s download window, and the rounds with the most compiling are the slowest,
-   * for every variant.
+   * compiled for at most {@link #SETTLED_JIT_SHARE} of a slice, or {@code --settle} has passed. On
+   * two cores compilation that is still going on takes CPU from the event loops: a fixed 5 s
+   * warm-up leaves the JIT compiling for much of a 15 s download window, and the rounds with the
+   * most compiling are the slowest, for every variant.
    *
    * @return the seconds the warm-up took
    */
