@@ -26,10 +26,12 @@ import java.util.concurrent.atomic.AtomicInteger;
 /**
  * {@code pinless compare}: what pinless saves, measured side by side on this machine. Starts the
  * local ALTS handshakers in this process, then runs each variant (pinless ALTS, stock grpc-alts,
- * stock plaintext grpc-netty, by default) in a JVM of its own through the same phases: the
- * download loop, many small unary calls, and idle connections (whose server end runs in one more
- * JVM, so that each process holds one end of each connection). Prints one table and writes
- * {@code report.json} and {@code report.png}.
+ * stock plaintext grpc-netty, by default) through the same phases: the download loop, many small
+ * unary calls, and idle connections. A variant's clients run in a JVM of its own ({@link
+ * VariantRun}) and its server end in another ({@link ServerEnd}), so that each process holds one
+ * end of each connection and measures only its own. Prints one table, headed by the client
+ * process's figures and their ratios against the targets ({@link Targets}), and writes {@code
+ * report.json}, {@code report.md} and {@code report.png}.
  *
  * <pre>
  *   mvn -q -Ptools -DskipTests package &amp;&amp; java -jar tools/target/pinless-compare.jar [--quick] [options]
@@ -186,7 +188,8 @@ public final class Compare {
 
   /**
    * The command that runs {@code main} in a JVM of its own, with this JVM's class path, the heap
-   * every variant gets, and this JVM's leak detector level (both Netty copies; off if unset).
+   * every variant gets, and this JVM's leak detector level (both Netty copies; off if unset). A
+   * variant's JVM starts its server ends with it too, so both get the same options.
    */
   static List<String> javaCommand(Class<?> main) {
     String leakLevel = System.getProperty("io.netty.leakDetection.level", "disabled");

@@ -17,9 +17,9 @@ final class Median {
    * Merges {@code rounds} of one variant: each number becomes the median of that number across
    * the rounds; anything else comes from the first round. {@code completed} holds only if every
    * round completed, {@code leaks} is the sum, and {@code rounds} lists each round's download
-   * throughput, CPU per byte and JIT compilation time, small calls per second and idle bytes per
-   * connection, so that the spread stays visible and {@link Report#ratios} can pair the rounds of
-   * two variants. One round is returned as it is.
+   * throughput, the client's CPU per byte and mean pinned direct bytes, the JIT's compilation
+   * time, small calls per second and idle bytes per connection, so that the spread stays visible
+   * and {@link Report#ratios} can pair the rounds of two variants. One round is returned as it is.
    */
   static JsonObject of(List<JsonObject> rounds) {
     if (rounds.size() == 1) {
@@ -38,7 +38,10 @@ final class Median {
     for (JsonObject r : rounds) {
       JsonObject one = new JsonObject();
       one.add("downloadThroughputMBps", dig(r, "download", "throughputMBps"));
-      one.add("downloadCpuNanosPerPayloadByte", dig(r, "download", "cpuNanosPerPayloadByte"));
+      one.add("downloadClientCpuNanosPerPayloadByte",
+          dig(r, "download", "client", "cpuNanosPerPayloadByte"));
+      one.add("downloadClientPinnedMeanBytes",
+          dig(r, "download", "client", "pooledDirectPinnedMeanBytes"));
       one.add("downloadJitSeconds", dig(r, "download", "jitSeconds"));
       one.add("smallCallsPerSecond", dig(r, "small", "callsPerSecond"));
       one.add("idleBytesPerConnection", dig(r, "idle", "bytesPerConnection"));
@@ -56,8 +59,16 @@ final class Median {
     return n % 2 == 1 ? sorted.get(n / 2) : (sorted.get(n / 2 - 1) + sorted.get(n / 2)) / 2;
   }
 
-  private static JsonElement dig(JsonObject o, String phase, String key) {
-    return o.has(phase) && o.getAsJsonObject(phase).has(key) ? o.getAsJsonObject(phase).get(key) : null;
+  /** The element at {@code keys} under {@code o}; null if any is missing. */
+  private static JsonElement dig(JsonObject o, String... keys) {
+    JsonElement e = o;
+    for (String key : keys) {
+      if (e == null || !e.isJsonObject()) {
+        return null;
+      }
+      e = e.getAsJsonObject().get(key);
+    }
+    return e;
   }
 
   private static JsonObject firstFailed(List<JsonObject> rounds) {

@@ -1,7 +1,7 @@
 package io.pinless.compare;
 
+import com.google.gson.JsonObject;
 import com.sun.management.GarbageCollectionNotificationInfo;
-import io.pinless.read.ReadBudget;
 import java.lang.management.CompilationMXBean;
 import java.lang.management.GarbageCollectorMXBean;
 import java.lang.management.ManagementFactory;
@@ -18,9 +18,12 @@ import javax.management.NotificationEmitter;
 import javax.management.openmbean.CompositeData;
 
 /**
- * In-use memory while a phase runs: the heap as the last collection left it (what is live, not
- * garbage waiting to be collected) plus the pooled direct bytes that live buffers pin, sampled
- * every {@value #SAMPLE_MILLIS} ms; and the heap bytes allocated by all threads.
+ * What one process holds and spends while a phase runs. Every {@value #SAMPLE_MILLIS} ms it samples
+ * the heap as the last collection left it (what is live, not garbage waiting to be collected), the
+ * pooled direct bytes live buffers pin, the direct memory the pools reserved (the chunks they took
+ * from the OS), and the buffers pinless's read budgets track. Over the whole window it counts the
+ * process's CPU time and the heap bytes its threads allocated. The client's process and the server
+ * end's each run one, over their own pools.
  */
 final class MemoryMonitor implements AutoCloseable {
   static final long SAMPLE_MILLIS = 50;
@@ -29,43 +32,54 @@ final class MemoryMonitor implements AutoCloseable {
   private static boolean listening;
 
   private final LongSupplier pinnedDirect;
-  private final LongSupplier clientPinnedDirect;
+  private final LongSupplier reservedDirect;
   private final Thread sampler;
   private final long allocatedAtStart;
-  private volatile boolean running = true;
-  private long samples;
-  private double heapSum;
-  private double pinnedSum;
-  private double inUseSum;
-  private double clientPinnedSum;
-  private long clientPinnedPeak;
-  private long heapPeak;
-  private long pinnedPeak;
   private final long cpuAtStart;
-  private long inUsePeak;
+  private final long jitAtStart;
+  private volatile boolean running = true;
+  /** The figures when {@link #stop} was first called; null before. */
+  private JsonObject stopped;
+  // the samples and each series below are guarded by this
+  private long samples;
+  private final Series heap = new Series();
+  private final Series pinned = new Series();
+  private final Series reserved = new Series();
+  private final Series inUse = new Series();
   /**
-   * The capacity of the buffers pinless's read budgets track (what gRPC still holds of what
-   * pinless's read path handed on; 0 for the stock variants, which have no such budgets).
+   * The capacity of the buffers pinless's read budgets track: what gRPC still holds of what
+   * pinless's read path handed on (0 for the stock variants, which have no such budgets).
    */
-  private double trackedSum;
-  private long trackedPeak;
+  private final Series tracked = new Series();
 
   /**
-   * Starts sampling; {@code pinnedDirect} reads the pinned direct bytes of both ends' pools,
-   * {@code clientPinnedDirect} those of the clients' (the receiving end of a download).
+   * Starts watching this process: {@code pinnedDirect} reads the direct bytes its pools' live
+   * buffers pin, {@code reservedDirect} the direct memory those pools reserved.
    */
-  MemoryMonitor(LongSupplier pinnedDirect, LongSupplier clientPinnedDirect) {
+  MemoryMonitor(LongSupplier pinnedDirect, LongSupplier reservedDirect) {
     listenToCollections();
     if (HEAP_AFTER_GC.get() < 0) {
       System.gc();
     }
     this.pinnedDirect = pinnedDirect;
-    this.clientPinnedDirect = clientPinnedDirect;
+    this.reservedDirect = reservedDirect;
     this.allocatedAtStart = allocatedBytes();
     this.cpuAtStart = processCpuNanos();
+    this.jitAtStart = jitMillis();
     this.sampler = new Thread(this::sample, "pinless-compare-memory");
     sampler.setDaemon(true);
     sampler.start();
+  }
+
+  /** A sampled figure's sum and peak. */
+  private static final class Series {
+    private double sum;
+    private long peak;
+
+    void add(long value) {
+      sum += value;
+      peak = Math.max(peak, value);
+    }
   }
 
   /** CPU time this process has used so far, every thread, in nanoseconds. */
@@ -179,22 +193,17 @@ final class MemoryMonitor implements AutoCloseable {
 
   private void sample() {
     while (running) {
-      long heap = Math.max(0, HEAP_AFTER_GC.get());
-      long pinned = pinnedDirect.getAsLong();
-      long clientPinned = clientPinnedDirect.getAsLong();
-      long tracked = io.pinless.PinlessMetrics.Metric.TRACKED_BYTES.value();
+      long heapNow = Math.max(0, HEAP_AFTER_GC.get());
+      long pinnedNow = pinnedDirect.getAsLong();
+      long reservedNow = reservedDirect.getAsLong();
+      long trackedNow = io.pinless.PinlessMetrics.Metric.TRACKED_BYTES.value();
       synchronized (this) {
-        trackedSum += tracked;
-        trackedPeak = Math.max(trackedPeak, tracked);
-        clientPinnedSum += clientPinned;
-        clientPinnedPeak = Math.max(clientPinnedPeak, clientPinned);
         samples++;
-        heapSum += heap;
-        pinnedSum += pinned;
-        inUseSum += heap + pinned;
-        heapPeak = Math.max(heapPeak, heap);
-        pinnedPeak = Math.max(pinnedPeak, pinned);
-        inUsePeak = Math.max(inUsePeak, heap + pinned);
+        heap.add(heapNow);
+        pinned.add(pinnedNow);
+        reserved.add(reservedNow);
+        inUse.add(heapNow + pinnedNow);
+        tracked.add(trackedNow);
       }
       try {
         Thread.sleep(SAMPLE_MILLIS);
@@ -204,38 +213,50 @@ final class MemoryMonitor implements AutoCloseable {
     }
   }
 
-  /** What was sampled, as JSON fields in bytes. */
-  synchronized com.google.gson.JsonObject summary() {
+  /**
+   * Stops watching and returns what was seen, as JSON fields: this process's id and JVM
+   * arguments; mean and peak of each sampled figure, in bytes; the CPU nanoseconds the process
+   * used, the heap bytes it allocated and the seconds its JIT compilers spent since the start.
+   * Later calls return the same figures; call it from one thread.
+   */
+  JsonObject stop() throws InterruptedException {
+    if (stopped != null) {
+      return stopped;
+    }
+    long cpu = processCpuNanos() - cpuAtStart;
+    long allocated = allocatedBytes() - allocatedAtStart;
+    long jit = jitAtStart < 0 ? -1 : jitMillis() - jitAtStart;
+    close();
+    stopped = figures(cpu, allocated, jit);
+    return stopped;
+  }
+
+  private synchronized JsonObject figures(long cpu, long allocated, long jitMillis) {
     long n = Math.max(1, samples);
-    com.google.gson.JsonObject o = new com.google.gson.JsonObject();
+    JsonObject o = new JsonObject();
+    o.addProperty("pid", ProcessHandle.current().pid());
+    o.addProperty("jvmArguments",
+        String.join(" ", ManagementFactory.getRuntimeMXBean().getInputArguments()));
     o.addProperty("samples", samples);
-    o.addProperty("inUseAvgBytes", Math.round(inUseSum / n));
-    o.addProperty("inUsePeakBytes", inUsePeak);
-    o.addProperty("heapAfterGcAvgBytes", Math.round(heapSum / n));
-    o.addProperty("heapAfterGcPeakBytes", heapPeak);
-    o.addProperty("pooledDirectPinnedAvgBytes", Math.round(pinnedSum / n));
-    o.addProperty("pooledDirectPinnedPeakBytes", pinnedPeak);
-    o.addProperty("clientPooledDirectPinnedAvgBytes", Math.round(clientPinnedSum / n));
-    o.addProperty("clientPooledDirectPinnedPeakBytes", clientPinnedPeak);
-    o.addProperty("pinlessHeldDownstreamAvgBytes", Math.round(trackedSum / n));
-    o.addProperty("pinlessHeldDownstreamPeakBytes", trackedPeak);
+    add(o, "pooledDirectPinned", pinned, n);
+    add(o, "poolReserved", reserved, n);
+    add(o, "heapAfterGc", heap, n);
+    add(o, "inUse", inUse, n);
+    add(o, "pinlessHeldDownstream", tracked, n);
+    o.addProperty("cpuNanos", cpu);
+    o.addProperty("heapAllocatedBytes", allocated);
+    if (jitMillis >= 0) {
+      o.addProperty("jitSeconds", jitMillis / 1e3);
+    }
     return o;
   }
 
-  /**
-   * CPU nanoseconds this process used since this monitor started (client and server together,
-   * and this monitor's own sampling): unlike throughput, it does not count time the machine did
-   * not give the process a CPU.
-   */
-  long cpuNanosSinceStart() {
-    return processCpuNanos() - cpuAtStart;
+  private static void add(JsonObject o, String name, Series series, long samples) {
+    o.addProperty(name + "MeanBytes", Math.round(series.sum / samples));
+    o.addProperty(name + "PeakBytes", series.peak);
   }
 
-  /** Heap bytes allocated since this monitor started. */
-  long allocatedSinceStart() {
-    return allocatedBytes() - allocatedAtStart;
-  }
-
+  /** Stops sampling (the figures stay until {@link #stop}). */
   @Override
   public void close() throws InterruptedException {
     running = false;

@@ -19,8 +19,7 @@ public final class Options {
       "                           OpenSSL's engine with netty-tcnative present, else the JDK's)",
       "  --transport t            nio, epoll or io_uring (io_uring with a provided-buffer ring; default nio)",
       "  --clients n              concurrent clients (connections) in the download and 1 KiB phases (default 4)",
-      "  --idle-connections n     connections opened and left idle in the idle phase (default 1000;",
-      "                           its server end runs in a JVM of its own)",
+      "  --idle-connections n     connections opened and left idle in the idle phase (default 1000)",
       "  --phases p,q,...         which phases run: download, small, idle (default all three)",
       "  --object-size s          the object downloaded again and again (default 64MiB)",
       "  --message-size s         the messages it is streamed in (default 2MiB)",
@@ -37,7 +36,8 @@ public final class Options {
       "  --rounds n               run the variants in turn n times; report each figure's median (default 1)",
       "  --out dir                where report.json and report.png go (default target/pinless-report)",
       "  --help                   this text",
-      "sizes take B, KiB, MiB (1KiB = 1024); durations take ms or s.");
+      "sizes take B, KiB, MiB (1KiB = 1024); durations take ms or s. Each phase's server end runs",
+      "in a JVM of its own; the report's headline rows are the client process's own figures.");
 
   /** Variants run when {@code --variants} is not given. */
   static final List<Variant> DEFAULT_VARIANTS =
@@ -148,15 +148,14 @@ public final class Options {
   static final int RESERVED_DESCRIPTORS = 500;
 
   /**
-   * Refuses a run whose processes would open more files than {@code limit}. The idle phase's
-   * server end runs in a process of its own, so each process holds one end of each idle
-   * connection; the download and small phases hold both ends of each client's connection in the
-   * variant's process, and close them before the idle phase. A limit of 0 or less is unknown and
-   * not checked.
+   * Refuses a run whose processes would open more files than {@code limit}. Every phase's server
+   * end runs in a process of its own, so each process holds one end of each connection: the
+   * clients' in the download and small phases, closed before the idle phase, then the idle
+   * connections. A limit of 0 or less is unknown and not checked.
    */
   static void checkDescriptors(int idleConnections, int clients, long limit)
       throws UsageException {
-    long needed = Math.max(idleConnections, 2L * clients) + RESERVED_DESCRIPTORS;
+    long needed = Math.max(idleConnections, clients) + RESERVED_DESCRIPTORS;
     if (limit > 0 && needed > limit) {
       throw new UsageException(String.format(Locale.ROOT,
           "--idle-connections %d needs about %d file descriptors in each of the client's and the"

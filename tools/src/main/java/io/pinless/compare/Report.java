@@ -23,95 +23,12 @@ import org.knowm.xchart.CategoryChart;
 import org.knowm.xchart.CategoryChartBuilder;
 import org.knowm.xchart.style.Styler;
 
-/** The comparison's outputs: the side-by-side table, {@code report.json} and {@code report.png}. */
+/**
+ * The comparison's outputs: the side-by-side table (with the {@link Targets}), {@code report.json},
+ * {@code report.md} and {@code report.png}.
+ */
 final class Report {
-  /** A figure of the table: where it is in a variant's JSON, and which way is better. */
-  record Metric(String label, String path, boolean higherIsBetter, double scale, String format) {
-    /** The figure in {@code variant}, scaled for display; NaN if absent. */
-    double value(JsonObject variant) {
-      JsonElement e = variant;
-      for (String key : path.split("\\.")) {
-        if (e == null || !e.isJsonObject()) {
-          return Double.NaN;
-        }
-        e = e.getAsJsonObject().get(key);
-      }
-      return e == null || !e.isJsonPrimitive() ? Double.NaN : e.getAsDouble() / scale;
-    }
-
-    /**
-     * Whether the figure in {@code variant} is only a lower bound: a sibling {@code <name>LowerBound}
-     * (the figure's name up to {@code PerPayloadByte}) is true.
-     */
-    boolean lowerBound(JsonObject variant) {
-      int dot = path.lastIndexOf('.');
-      String name = path.substring(dot + 1).replace("PerPayloadByte", "") + "LowerBound";
-      JsonObject parent = variant;
-      for (String key : path.substring(0, Math.max(dot, 0)).split("\\.")) {
-        if (key.isEmpty()) {
-          continue;
-        }
-        if (!parent.has(key) || !parent.get(key).isJsonObject()) {
-          return false;
-        }
-        parent = parent.getAsJsonObject(key);
-      }
-      return parent.has(name) && parent.get(name).getAsBoolean();
-    }
-
-    /** The figure in {@code variant} as the table shows it: "-" if absent, led by ">= " if a bound. */
-    String text(JsonObject variant) {
-      double v = value(variant);
-      if (Double.isNaN(v)) {
-        return "-";
-      }
-      return (lowerBound(variant) ? ">= " : "") + String.format(Locale.ROOT, format, v);
-    }
-  }
-
-  private static final double MIB = 1 << 20;
-
-  /** Every figure the table shows and the ratios compare, in order. */
-  static final List<Metric> METRICS = List.of(
-      new Metric("download throughput (MB/s)", "download.throughputMBps", true, 1, "%.0f"),
-      new Metric("download p50 per object (ms)", "download.latencyMillis.p50", false, 1, "%.1f"),
-      new Metric("download p90 per object (ms)", "download.latencyMillis.p90", false, 1, "%.1f"),
-      new Metric("download p99 per object (ms)", "download.latencyMillis.p99", false, 1, "%.1f"),
-      new Metric("download in-use memory avg (MiB)", "download.memory.inUseAvgBytes", false, MIB, "%.1f"),
-      new Metric("download in-use memory peak (MiB)", "download.memory.inUsePeakBytes", false, MIB, "%.1f"),
-      new Metric("  of which pooled direct pinned, avg (MiB)", "download.memory.pooledDirectPinnedAvgBytes", false, MIB, "%.1f"),
-      new Metric("  of which pooled direct pinned, peak (MiB)", "download.memory.pooledDirectPinnedPeakBytes", false, MIB, "%.1f"),
-      new Metric("  client (receiving) end's pooled direct, avg (MiB)", "download.memory.clientPooledDirectPinnedAvgBytes", false, MIB, "%.2f"),
-      new Metric("  client (receiving) end's pooled direct, peak (MiB)", "download.memory.clientPooledDirectPinnedPeakBytes", false, MIB, "%.2f"),
-      new Metric("download heap allocated per payload byte", "download.heapAllocatedPerPayloadByte", false, 1, "%.4f"),
-      new Metric("download CPU ns per payload byte (both ends)", "download.cpuNanosPerPayloadByte", false, 1, "%.2f"),
-      new Metric("download copies per payload byte (receiving)", "download.copiesPerPayloadByte", false, 1, "%.2f"),
-      new Metric("small calls per second", "small.callsPerSecond", true, 1, "%.0f"),
-      new Metric("small p50 (us)", "small.latencyMicros.p50", false, 1, "%.0f"),
-      new Metric("small p90 (us)", "small.latencyMicros.p90", false, 1, "%.0f"),
-      new Metric("small p99 (us)", "small.latencyMicros.p99", false, 1, "%.0f"),
-      new Metric("small in-use memory avg (MiB)", "small.memory.inUseAvgBytes", false, MIB, "%.1f"),
-      new Metric("small in-use memory peak (MiB)", "small.memory.inUsePeakBytes", false, MIB, "%.1f"),
-      new Metric("small heap allocated per payload byte", "small.heapAllocatedPerPayloadByte", false, 1, "%.2f"),
-      new Metric("small CPU us per call (both ends)", "small.cpuMicrosPerCall", false, 1, "%.1f"),
-      new Metric("idle: bytes per connection", "idle.bytesPerConnection", false, 1, "%.0f"),
-      new Metric("idle:   heap bytes per connection", "idle.heapBytesPerConnection", false, 1, "%.0f"),
-      new Metric("idle:   pooled direct bytes per connection", "idle.pooledDirectPinnedBytesPerConnection", false, 1, "%.0f"),
-      new Metric("idle:   client end's process, per connection", "idle.clientBytesPerConnection", false, 1, "%.0f"),
-      new Metric("idle:   server end's process, per connection", "idle.serverBytesPerConnection", false, 1, "%.0f"),
-      new Metric("idle: seconds to open all, one call each", "idle.openSeconds", false, 1, "%.1f"));
-
   private Report() {}
-
-  /** The metric of {@link #METRICS} at {@code path}. */
-  static Metric metric(String path) {
-    for (Metric m : METRICS) {
-      if (m.path().equals(path)) {
-        return m;
-      }
-    }
-    throw new IllegalArgumentException(path);
-  }
 
   /** The pairs the ratios are taken for: each pinless variant run against each stock one it stands in for. */
   static List<String[]> ratioPairs(List<String> variants) {
@@ -143,7 +60,7 @@ final class Report {
       JsonObject ratio = new JsonObject();
       ratio.addProperty("variant", pair[0]);
       ratio.addProperty("baseline", pair[1]);
-      for (Metric m : METRICS) {
+      for (Metric m : Metric.ALL) {
         double a = m.value(of);
         double b = m.value(to);
         if (!Double.isNaN(a) && !Double.isNaN(b) && b != 0 && !m.lowerBound(of) && !m.lowerBound(to)) {
@@ -151,6 +68,7 @@ final class Report {
         }
       }
       addRoundRatios(ratio, of, to);
+      Targets.mark(ratio);
       ratios.add(ratio);
     }
     return ratios;
@@ -159,7 +77,8 @@ final class Report {
   /** The per-round figures {@link #addRoundRatios} pairs: key in a round, and the metric's path. */
   private static final String[][] ROUND_FIGURES = {
     {"downloadThroughputMBps", "download.throughputMBps"},
-    {"downloadCpuNanosPerPayloadByte", "download.cpuNanosPerPayloadByte"}};
+    {"downloadClientCpuNanosPerPayloadByte", "download.client.cpuNanosPerPayloadByte"},
+    {"downloadClientPinnedMeanBytes", "download.client.pooledDirectPinnedMeanBytes"}};
 
   /**
    * With several rounds (run in turn, so round i of both variants ran minutes apart at most), adds
@@ -219,7 +138,7 @@ final class Report {
         if (values == null) {
           continue;
         }
-        line.append(sep).append(metric(figure[1]).label()).append(' ');
+        line.append(sep).append(Metric.at(figure[1]).label()).append(' ');
         for (JsonElement v : values) {
           line.append(String.format(Locale.ROOT, "%.2f ", v.getAsDouble()));
         }
@@ -264,7 +183,7 @@ final class Report {
     report.getAsJsonArray("variants").forEach(e -> variants.add(e.getAsJsonObject()));
     List<JsonObject> ratios = new ArrayList<>();
     report.getAsJsonArray("ratios").forEach(e -> ratios.add(e.getAsJsonObject()));
-    StringBuilder header = new StringBuilder(String.format(Locale.ROOT, "%-44s", ""));
+    StringBuilder header = new StringBuilder(Metric.column(""));
     for (JsonObject v : variants) {
       header.append(String.format(Locale.ROOT, " %19s", v.get("variant").getAsString()));
     }
@@ -274,8 +193,8 @@ final class Report {
     }
     header.append("   better");
     out.println(header);
-    for (Metric m : METRICS) {
-      StringBuilder line = new StringBuilder(String.format(Locale.ROOT, "%-44s", m.label()));
+    for (Metric m : Metric.ALL) {
+      StringBuilder line = new StringBuilder(Metric.column(m.label()));
       for (JsonObject v : variants) {
         line.append(String.format(Locale.ROOT, " %19s", m.text(v)));
       }
@@ -287,11 +206,12 @@ final class Report {
       line.append(m.higherIsBetter() ? "   higher" : "   lower");
       out.println(line);
     }
-    StringBuilder leaks = new StringBuilder(String.format(Locale.ROOT, "%-44s", "leaks reported by Netty"));
+    StringBuilder leaks = new StringBuilder(Metric.column("leaks reported by Netty"));
     for (JsonObject v : variants) {
       leaks.append(String.format(Locale.ROOT, " %19s", v.has("leaks") ? v.get("leaks").getAsString() : "-"));
     }
     out.println(leaks);
+    Targets.tableLines(ratios).forEach(out::println);
     copiesLines(variants).forEach(out::println);
     roundLines(ratios).forEach(out::println);
   }
@@ -320,7 +240,7 @@ final class Report {
       rule.append(" ---: |");
     }
     md.append('\n').append(rule).append('\n');
-    for (Metric m : METRICS) {
+    for (Metric m : Metric.ALL) {
       md.append("| ").append(m.label().trim())
           .append(m.higherIsBetter() ? ", higher is better" : ", lower is better").append(" |");
       for (JsonObject v : variants) {
@@ -337,6 +257,7 @@ final class Report {
       md.append(' ').append(v.has("leaks") ? v.get("leaks").getAsString() : "-").append(" |");
     }
     md.append(" |".repeat(ratios.size())).append('\n');
+    md.append(Targets.markdown(ratios));
     for (String line : copiesLines(variants)) {
       md.append('\n').append(line).append('\n');
     }
@@ -364,8 +285,8 @@ final class Report {
 
   /**
    * Writes {@code report.png}: four bar charts, one bar per variant: download throughput, small
-   * calls per second, memory during the download (in use, and the receiving end's pooled direct
-   * bytes), bytes per idle connection.
+   * calls per second, the client process's memory during the download (pooled direct pinned, pool
+   * reserved, heap after GC), bytes per idle connection.
    */
   static Path writeChart(JsonObject report, Path dir) throws IOException {
     Files.createDirectories(dir);
@@ -379,20 +300,22 @@ final class Report {
     JsonObject options = report.getAsJsonObject("options");
     CategoryChart[] charts = {
       chart("Download throughput, MB/s (higher is better)", variants,
-          List.of("download"), List.of(metric("download.throughputMBps"))),
+          List.of("download"), List.of(Metric.at("download.throughputMBps"))),
       chart(String.format(Locale.ROOT, "%d-byte unary calls per second (higher is better)",
               options.get("smallBytes").getAsInt()), variants,
-          List.of("small calls"), List.of(metric("small.callsPerSecond"))),
-      chart("Memory during the download; recv.: the receiving end, MiB (lower is better)", variants,
-          List.of("in use, avg", "in use, peak", "recv. direct, avg",
-              "recv. direct, peak"),
-          List.of(metric("download.memory.inUseAvgBytes"), metric("download.memory.inUsePeakBytes"),
-              metric("download.memory.clientPooledDirectPinnedAvgBytes"),
-              metric("download.memory.clientPooledDirectPinnedPeakBytes"))),
+          List.of("small calls"), List.of(Metric.at("small.callsPerSecond"))),
+      chart("The client process during the download, MiB (lower is better)", variants,
+          List.of("pinned, mean", "pinned, peak", "reserved, mean", "reserved, peak",
+              "heap after GC, mean"),
+          List.of(Metric.at("download.client.pooledDirectPinnedMeanBytes"),
+              Metric.at("download.client.pooledDirectPinnedPeakBytes"),
+              Metric.at("download.client.poolReservedMeanBytes"),
+              Metric.at("download.client.poolReservedPeakBytes"),
+              Metric.at("download.client.heapAfterGcMeanBytes"))),
       chart(String.format(Locale.ROOT, "Bytes per idle connection, %d connections (lower is better)",
               options.get("idleConnections").getAsInt()), variants,
-          List.of("heap", "pooled direct", "total"), List.of(metric("idle.heapBytesPerConnection"),
-              metric("idle.pooledDirectPinnedBytesPerConnection"), metric("idle.bytesPerConnection"))),
+          List.of("heap", "pooled direct", "total"), List.of(Metric.at("idle.heapBytesPerConnection"),
+              Metric.at("idle.pooledDirectPinnedBytesPerConnection"), Metric.at("idle.bytesPerConnection"))),
     };
     int w = 800;
     int h = 450;

@@ -180,11 +180,6 @@ enum Variant {
     /** Starts the server with {@code services} on a loopback port. */
     Server start(ServerServiceDefinition... services) throws IOException;
 
-    /** A new channel (its own connection) to the started server. */
-    default ManagedChannel newChannel() {
-      return newChannel(serverPort());
-    }
-
     /** A new channel (its own connection) to a server of this variant on loopback {@code port}. */
     ManagedChannel newChannel(int port);
 
@@ -197,28 +192,20 @@ enum Variant {
     /** The server event loop (to watch for stalls). */
     ScheduledExecutorService serverLoop();
 
-    /** Direct bytes held by live buffers of both ends' pooled allocators. */
-    default long pinnedDirectBytes() {
-      return clientPinnedDirectBytes() + serverPinnedDirectBytes();
-    }
+    /**
+     * Direct bytes live buffers pin in this process's pools of the stack's Netty copy: the
+     * clients' allocator and the server's (whichever ends run in this process).
+     */
+    long pinnedDirectBytes();
 
     /**
-     * Direct bytes held by live buffers of the clients' pooled allocator (the receiving end of a
-     * download; the server has an allocator of its own, so the two are told apart).
+     * Direct memory those pools reserved: the chunks they took from the OS, in use or cached
+     * ({@code PooledByteBufAllocatorMetric.usedDirectMemory()}).
      */
-    long clientPinnedDirectBytes();
-
-    /** Direct bytes held by live buffers of the server's pooled allocator. */
-    long serverPinnedDirectBytes();
+    long reservedDirectBytes();
 
     /** Pooled direct buffers allocated and not released (both ends). */
     long activeDirectBuffers();
-
-    /**
-     * Waits up to {@code millis} until the server has no connection left (the server's ends of
-     * closed client channels close a little after the clients' ends); false if some remain.
-     */
-    boolean awaitNoServerConnections(long millis) throws InterruptedException;
 
     /** The server's connections that became ready and have not terminated. */
     int serverConnections();
@@ -256,18 +243,6 @@ enum Variant {
       }
     };
     private final AtomicInteger serverConnections = new AtomicInteger();
-
-    @Override
-    public boolean awaitNoServerConnections(long millis) throws InterruptedException {
-      long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(millis);
-      while (serverConnections.get() > 0) {
-        if (System.nanoTime() - end > 0) {
-          return false;
-        }
-        Thread.sleep(10);
-      }
-      return true;
-    }
 
     @Override
     public int serverConnections() {
@@ -392,13 +367,13 @@ enum Variant {
     }
 
     @Override
-    public long clientPinnedDirectBytes() {
-      return alloc.pinnedDirectMemory();
+    public long pinnedDirectBytes() {
+      return alloc.pinnedDirectMemory() + serverAlloc.pinnedDirectMemory();
     }
 
     @Override
-    public long serverPinnedDirectBytes() {
-      return serverAlloc.pinnedDirectMemory();
+    public long reservedDirectBytes() {
+      return alloc.metric().usedDirectMemory() + serverAlloc.metric().usedDirectMemory();
     }
 
     @Override
@@ -493,13 +468,13 @@ enum Variant {
     }
 
     @Override
-    public long clientPinnedDirectBytes() {
-      return alloc.pinnedDirectMemory();
+    public long pinnedDirectBytes() {
+      return alloc.pinnedDirectMemory() + serverAlloc.pinnedDirectMemory();
     }
 
     @Override
-    public long serverPinnedDirectBytes() {
-      return serverAlloc.pinnedDirectMemory();
+    public long reservedDirectBytes() {
+      return alloc.metric().usedDirectMemory() + serverAlloc.metric().usedDirectMemory();
     }
 
     @Override

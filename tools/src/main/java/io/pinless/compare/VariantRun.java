@@ -4,7 +4,6 @@ import com.google.gson.GsonBuilder;
 import com.google.gson.JsonObject;
 import io.grpc.ManagedChannel;
 import io.pinless.PinlessMetrics.Metric;
-import io.pinless.testing.ChunkService;
 import java.io.PrintStream;
 import java.lang.ref.ReferenceQueue;
 import java.lang.ref.WeakReference;
@@ -15,15 +14,16 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.function.LongSupplier;
 
 /**
- * One variant's run, in a JVM of its own (so that pools and JIT state do not mix): the download
- * loop, the small-message phase and the idle phase (those {@code --phases} names), one after the
- * other; the idle phase's server end runs in a JVM of its own ({@link IdleServer}). The result
- * goes to a JSON file, progress to standard output.
+ * One variant's client end, in a JVM of its own (so that pools and JIT state do not mix): the
+ * download loop, the small-message phase and the idle phase (those {@code --phases} names), one
+ * after the other. Their server end runs in one more JVM ({@link ServerEnd}): one for the download
+ * and small phases, a fresh one for the idle phase ({@link IdlePhase}). Each phase reports each
+ * process's own figures, the client's first. The result goes to a JSON file, progress to standard
+ * output.
  *
  * <pre>
  *   VariantRun --variant pinless-alts --handshakers host:port,host:port --result file [phase options]
@@ -32,15 +32,11 @@ import java.util.function.LongSupplier;
 public final class VariantRun {
   /** Lines starting so are progress; {@link Compare} shows them as they come. */
   static final String PROGRESS = "progress: ";
-  /** How long the idle phase lets connections settle before measuring (pinless sweeps within 1.28 s). */
-  private static final long SETTLE_MILLIS = 2_000;
   private static final double MB = 1e6;
   /** The warm-up's slices once {@code --warmup} has passed. */
   private static final long JIT_SLICE_MILLIS = 2_000;
   /** The JIT has settled when it compiled for at most this share of a slice. */
   private static final double SETTLED_JIT_SHARE = 0.10;
-  /** Calls (connections) being opened at once in the idle phase. */
-  private static final int OPEN_WINDOW = 16;
 
   private static final double MIB = 1 << 20;
   private final Variant variant;
@@ -94,75 +90,87 @@ public final class VariantRun {
         result.addProperty("tlsEngine", Variant.TLS_PROVIDER.name());
       }
       if (options.phases.contains("download") || options.phases.contains("small")) {
-        stack.start(Workload.service(options.messageBytes), ChunkService.service());
-        List<ManagedChannel> clients = new ArrayList<>();
-        for (int i = 0; i < options.clients; i++) {
-          clients.add(stack.newChannel());
-        }
-        try {
-          if (options.phases.contains("download")) {
-            result.add("download", download(stack, clients));
+        try (RemoteServerEnd server = RemoteServerEnd.start(variant, handshakers, options, out)) {
+          int port = server.port();
+          progress("download and small: %d clients in this JVM, the server end in a JVM of its"
+              + " own (port %d)", options.clients, port);
+          List<ManagedChannel> clients = new ArrayList<>();
+          try {
+            for (int i = 0; i < options.clients; i++) {
+              clients.add(stack.newChannel(port));
+            }
+            if (options.phases.contains("download")) {
+              result.add("download", download(stack, server, clients));
+            }
+            if (options.phases.contains("small")) {
+              result.add("small", small(stack, server, clients));
+            }
+          } finally {
+            shutdown(clients);
           }
-          if (options.phases.contains("small")) {
-            result.add("small", small(stack, clients));
-          }
-        } finally {
-          shutdown(clients);
         }
       }
       if (options.phases.contains("idle")) {
-        result.add("idle", idle(stack, handshakers));
+        result.add("idle", new IdlePhase(variant, options, out).run(stack, handshakers));
       }
     }
     result.addProperty("completed", true);
     return result;
   }
 
-  private JsonObject download(Variant.Stack stack, List<ManagedChannel> clients) throws Exception {
+  private JsonObject download(Variant.Stack stack, RemoteServerEnd server,
+      List<ManagedChannel> clients) throws Exception {
     Marshalling.Download download = options.marshaller.download(variant);
-    double warmedSeconds = warmUp("download", deadline -> Workload.downloadLoop(clients,
+    double warmedSeconds = warmUp("download", server, deadline -> Workload.downloadLoop(clients,
         download, options.objectBytes, options.messageBytes, deadline, new Latencies()));
     Latencies latencies = new Latencies();
     progress("download: %d clients, %d-byte objects in %d-byte messages (%s), for %d ms",
         options.clients, options.objectBytes, options.messageBytes, options.marshaller.name,
         options.durationMillis);
     long[] copiedBefore = copiedCounts();
-    long jitAtStart = MemoryMonitor.jitMillis();
+    server.begin();
     long start = System.nanoTime();
     long bytes;
-    try (MemoryMonitor memory = new MemoryMonitor(stack::pinnedDirectBytes, stack::clientPinnedDirectBytes);
+    JsonObject client;
+    try (MemoryMonitor memory =
+            new MemoryMonitor(stack::pinnedDirectBytes, stack::reservedDirectBytes);
         Ticker ticker = new Ticker("download", "objects", latencies::count)) {
       bytes = Workload.downloadLoop(clients, download, options.objectBytes, options.messageBytes,
           start + TimeUnit.MILLISECONDS.toNanos(options.durationMillis), latencies);
-      long[] copiedAfter = copiedCounts();
-      double seconds = (System.nanoTime() - start) / 1e9;
-      JsonObject o = new JsonObject();
-      o.addProperty("seconds", round(seconds));
-      o.addProperty("warmupSeconds", round(warmedSeconds));
-      o.addProperty("objects", latencies.count());
-      o.addProperty("payloadBytes", bytes);
-      o.addProperty("throughputMBps", round(bytes / MB / seconds));
-      o.add("latencyMillis", percentiles(latencies, 1e6));
-      o.add("memory", memory.summary());
-      o.addProperty("heapAllocatedPerPayloadByte", round4((double) memory.allocatedSinceStart() / bytes));
-      o.addProperty("cpuNanosPerPayloadByte", round4((double) memory.cpuNanosSinceStart() / bytes));
-      addCopies(o, copiedBefore, copiedAfter, bytes);
-      // The JIT compilers' time within the measured window (their threads' elapsed compile time,
-      // summed): on two cores, compilation still going on takes CPU from the event loops.
-      long jitMillis = MemoryMonitor.jitMillis();
-      if (jitMillis >= 0) {
-        o.addProperty("jitSeconds", round((jitMillis - jitAtStart) / 1e3));
-      }
-      JsonObject m = o.getAsJsonObject("memory");
-      progress("download: %.0f MB/s, %.2f CPU ns per byte; the receiving end's pooled direct "
-              + "%.2f MiB on average, pinless's buffers held by gRPC %.2f MiB; JIT compiling "
-              + "for %.1f s of the %.0f s",
-          bytes / MB / seconds, (double) memory.cpuNanosSinceStart() / bytes,
-          m.get("clientPooledDirectPinnedAvgBytes").getAsDouble() / MIB,
-          m.get("pinlessHeldDownstreamAvgBytes").getAsDouble() / MIB,
-          jitMillis < 0 ? Double.NaN : (jitMillis - jitAtStart) / 1e3, seconds);
-      return o;
+      client = memory.stop();
     }
+    double seconds = (System.nanoTime() - start) / 1e9;
+    long[] copiedAfter = copiedCounts();
+    JsonObject serverEnd = server.end();
+    JsonObject o = new JsonObject();
+    o.addProperty("seconds", round(seconds));
+    o.addProperty("warmupSeconds", round(warmedSeconds));
+    o.addProperty("objects", latencies.count());
+    o.addProperty("payloadBytes", bytes);
+    o.addProperty("throughputMBps", round(bytes / MB / seconds));
+    o.add("latencyMillis", percentiles(latencies, 1e6));
+    o.add("client", PhaseFigures.perByte(client, bytes));
+    o.add("server", PhaseFigures.perByte(serverEnd, bytes));
+    PhaseFigures.bothEndsPerByte(o, bytes);
+    addCopies(o, copiedBefore, copiedAfter, bytes);
+    // Both JVMs' JIT compilers' time within the measured window (their threads' elapsed compile
+    // time, summed): on two cores, compilation still going on takes CPU from the event loops.
+    double jitSeconds = Double.NaN;
+    if (client.has("jitSeconds") && serverEnd.has("jitSeconds")) {
+      jitSeconds =
+          client.get("jitSeconds").getAsDouble() + serverEnd.get("jitSeconds").getAsDouble();
+      o.addProperty("jitSeconds", round(jitSeconds));
+    }
+    progress("download: %.0f MB/s; client: %.2f CPU ns per byte, pooled direct pinned %.2f MiB"
+            + " mean, pool reserved %.2f MiB mean, pinless's buffers held by gRPC %.2f MiB mean;"
+            + " server end: %.2f CPU ns per byte; JIT compiling for %.1f s of the %.0f s",
+        bytes / MB / seconds, client.get("cpuNanosPerPayloadByte").getAsDouble(),
+        client.get("pooledDirectPinnedMeanBytes").getAsDouble() / MIB,
+        client.get("poolReservedMeanBytes").getAsDouble() / MIB,
+        client.get("pinlessHeldDownstreamMeanBytes").getAsDouble() / MIB,
+        serverEnd.get("cpuNanosPerPayloadByte").getAsDouble(),
+        jitSeconds, seconds);
+    return o;
   }
 
   /**
@@ -221,132 +229,46 @@ public final class VariantRun {
         known - variant.cipherCopies(), options.marshaller.parser(variant)));
   }
 
-  private JsonObject small(Variant.Stack stack, List<ManagedChannel> clients) throws Exception {
+  private JsonObject small(Variant.Stack stack, RemoteServerEnd server,
+      List<ManagedChannel> clients) throws Exception {
     byte[] message = new byte[options.smallBytes];
     Arrays.fill(message, (byte) 'p');
-    warmUp("small", deadline -> Workload.echoLoop(clients, message, options.inFlight, deadline,
-        new Latencies()));
+    warmUp("small", server, deadline -> Workload.echoLoop(clients, message, options.inFlight,
+        deadline, new Latencies()));
     Latencies latencies = new Latencies();
     progress("small: %d clients, %d unary calls of %d bytes each in flight, for %d ms",
         options.clients, options.inFlight, options.smallBytes, options.durationMillis);
+    server.begin();
     long start = System.nanoTime();
-    try (MemoryMonitor memory = new MemoryMonitor(stack::pinnedDirectBytes, stack::clientPinnedDirectBytes);
+    long calls;
+    JsonObject client;
+    try (MemoryMonitor memory =
+            new MemoryMonitor(stack::pinnedDirectBytes, stack::reservedDirectBytes);
         Ticker ticker = new Ticker("small", "calls", latencies::count)) {
-      long calls = Workload.echoLoop(clients, message, options.inFlight,
+      calls = Workload.echoLoop(clients, message, options.inFlight,
           start + TimeUnit.MILLISECONDS.toNanos(options.durationMillis), latencies);
-      double seconds = (System.nanoTime() - start) / 1e9;
-      long bytes = 2L * calls * options.smallBytes;
-      JsonObject o = new JsonObject();
-      o.addProperty("seconds", round(seconds));
-      o.addProperty("calls", calls);
-      o.addProperty("callsPerSecond", round(calls / seconds));
-      o.addProperty("payloadBytes", bytes);
-      o.addProperty("throughputMBps", round(bytes / MB / seconds));
-      o.add("latencyMicros", percentiles(latencies, 1e3));
-      o.add("memory", memory.summary());
-      o.addProperty("heapAllocatedPerPayloadByte",
-          round4(bytes == 0 ? 0 : (double) memory.allocatedSinceStart() / bytes));
-      o.addProperty("cpuMicrosPerCall",
-          round(calls == 0 ? 0 : memory.cpuNanosSinceStart() / 1e3 / calls));
-      progress("small: %.0f calls/s", calls / seconds);
-      return o;
+      client = memory.stop();
     }
-  }
-
-  /**
-   * Opens the idle connections, one call each, to a server end in a JVM of its own, lets them
-   * settle, and measures what they hold: each process's growth (live heap after a full collection
-   * plus pooled direct bytes pinned), measured by the process itself, over its state before they
-   * opened.
-   */
-  private JsonObject idle(Variant.Stack stack, String handshakers) throws Exception {
-    int n = options.idleConnections;
-    // the server's ends of the closed clients may still hold buffers (a response being written
-    // when the client went away): the baseline is taken once they are gone
-    if (!stack.awaitNoServerConnections(10_000)) {
-      throw new IllegalStateException("the server's ends of the closed clients did not close in 10 s");
-    }
-    List<ManagedChannel> channels = new ArrayList<>(n);
-    try (IdleServer.Remote server = IdleServer.Remote.start(variant, handshakers, options, out)) {
-      try {
-        int port = server.port();
-        // both processes measure at once: each collection runs in its own process
-        CompletableFuture<IdleServer.Measurement> serverAsked = server.measure();
-        IdleServer.Measurement clientBefore = IdleServer.Measurement.of(stack);
-        IdleServer.Measurement serverBefore = IdleServer.Remote.answer(serverAsked, "measurement");
-        progress("idle: opening %d connections, one call each, to the server end in a JVM of its"
-            + " own (port %d)", n, port);
-        byte[] message = new byte[options.smallBytes];
-        long start = System.nanoTime();
-        openWindowed(stack, port, n, message, channels);
-        double openSeconds = (System.nanoTime() - start) / 1e9;
-        progress("idle: %d connections made their call in %.1f s; letting them settle %d ms",
-            n, openSeconds, SETTLE_MILLIS);
-        Thread.sleep(SETTLE_MILLIS);
-        serverAsked = server.measure();
-        IdleServer.Measurement client = IdleServer.Measurement.of(stack).minus(clientBefore);
-        IdleServer.Measurement serverEnd =
-            IdleServer.Remote.answer(serverAsked, "measurement").minus(serverBefore);
-        if (serverEnd.serverConnections() != n) {
-          throw new IllegalStateException("the server end has " + serverEnd.serverConnections()
-              + " connections, not " + n);
-        }
-        long heap = client.heapBytes() + serverEnd.heapBytes();
-        long pinned = client.pooledBytes() + serverEnd.pooledBytes();
-        long buffers = client.pooledBuffers() + serverEnd.pooledBuffers();
-        JsonObject o = new JsonObject();
-        o.addProperty("connections", n);
-        o.addProperty("openSeconds", round(openSeconds));
-        o.addProperty("bytesPerConnection", (heap + pinned) / n);
-        o.addProperty("heapBytesPerConnection", heap / n);
-        o.addProperty("pooledDirectPinnedBytesPerConnection", pinned / n);
-        o.addProperty("pooledDirectBuffersPerConnection", round4((double) buffers / n));
-        o.addProperty("clientBytesPerConnection", (client.heapBytes() + client.pooledBytes()) / n);
-        o.addProperty("clientHeapBytesPerConnection", client.heapBytes() / n);
-        o.addProperty("clientPooledDirectPinnedBytesPerConnection", client.pooledBytes() / n);
-        o.addProperty("serverBytesPerConnection", (serverEnd.heapBytes() + serverEnd.pooledBytes()) / n);
-        o.addProperty("serverHeapBytesPerConnection", serverEnd.heapBytes() / n);
-        o.addProperty("serverPooledDirectPinnedBytesPerConnection", serverEnd.pooledBytes() / n);
-        progress("idle: %d bytes per connection pair (heap %d, pooled direct %d): client end %d,"
-                + " server end %d", (heap + pinned) / n, heap / n, pinned / n,
-            (client.heapBytes() + client.pooledBytes()) / n,
-            (serverEnd.heapBytes() + serverEnd.pooledBytes()) / n);
-        return o;
-      } finally {
-        shutdown(channels);
-      }
-    }
-  }
-
-  /**
-   * Opens {@code n} channels to {@code port}, each making one call, with at most {@value
-   * #OPEN_WINDOW} calls outstanding: connections come a window at a time, as from clients over
-   * time, and grpc-alts's handshakes in flight stay under its cap per process (32).
-   */
-  private static void openWindowed(Variant.Stack stack, int port, int n, byte[] message,
-      List<ManagedChannel> channels) throws Exception {
-    java.util.concurrent.Semaphore window = new java.util.concurrent.Semaphore(OPEN_WINDOW);
-    java.util.concurrent.atomic.AtomicReference<Throwable> failure =
-        new java.util.concurrent.atomic.AtomicReference<>();
-    for (int i = 0; i < n && failure.get() == null; i++) {
-      if (!window.tryAcquire(2, TimeUnit.MINUTES)) {
-        throw new IllegalStateException("no call of the idle phase completed in 2 minutes");
-      }
-      ManagedChannel channel = stack.newChannel(port);
-      channels.add(channel);
-      Workload.echo(channel, message).whenComplete((ignored, t) -> {
-        if (t != null) {
-          failure.compareAndSet(null, t);
-        }
-        window.release();
-      });
-    }
-    if (!window.tryAcquire(OPEN_WINDOW, 2, TimeUnit.MINUTES)) {
-      throw new IllegalStateException("the idle phase's last calls did not complete in 2 minutes");
-    }
-    if (failure.get() != null) {
-      throw new IllegalStateException("a call of the idle phase failed", failure.get());
-    }
+    double seconds = (System.nanoTime() - start) / 1e9;
+    JsonObject serverEnd = server.end();
+    long bytes = 2L * calls * options.smallBytes;
+    JsonObject o = new JsonObject();
+    o.addProperty("seconds", round(seconds));
+    o.addProperty("calls", calls);
+    o.addProperty("callsPerSecond", round(calls / seconds));
+    o.addProperty("payloadBytes", bytes);
+    o.addProperty("throughputMBps", round(bytes / MB / seconds));
+    o.add("latencyMicros", percentiles(latencies, 1e3));
+    o.add("client", PhaseFigures.perCall(PhaseFigures.perByte(client, bytes), calls));
+    o.add("server", PhaseFigures.perCall(PhaseFigures.perByte(serverEnd, bytes), calls));
+    PhaseFigures.bothEndsPerByte(o, bytes);
+    PhaseFigures.bothEndsPerCall(o, calls);
+    progress("small: %.0f calls/s; client: %.1f CPU us per call, pooled direct pinned %.2f MiB"
+            + " mean; server end: %.1f CPU us per call", calls / seconds,
+        client.get("cpuMicrosPerCall").getAsDouble(),
+        client.get("pooledDirectPinnedMeanBytes").getAsDouble() / MIB,
+        serverEnd.get("cpuMicrosPerCall").getAsDouble());
+    return o;
   }
 
   /** Shuts {@code channels} down now and waits for each (up to 10 s). */
@@ -367,15 +289,20 @@ public final class VariantRun {
     return o;
   }
 
-  private static double round(double v) {
+  static double round(double v) {
     return Math.round(v * 10) / 10.0;
   }
 
-  private static double round4(double v) {
+  static double round4(double v) {
     return Math.round(v * 10_000) / 10_000.0;
   }
 
   private void progress(String format, Object... args) {
+    progress(out, format, args);
+  }
+
+  /** Prints a progress line on {@code out}. */
+  static void progress(PrintStream out, String format, Object... args) {
     out.println(PROGRESS + String.format(Locale.ROOT, format, args));
     out.flush();
   }
@@ -387,26 +314,26 @@ public final class VariantRun {
 
   /**
    * Warms a phase up: runs its loop for {@code --warmup}, then on in slices of {@link
-   * #JIT_SLICE_MILLIS} until the JIT compilers have compiled for at most {@link
-   * #SETTLED_JIT_SHARE} of a slice, or {@code --settle} has passed. On two cores compilation that
-   * is still going on takes CPU from the event loops: a fixed 5 s warm-up leaves the JIT compiling
-   * for much of a 15 s download window, and the rounds with the most compiling are the slowest,
-   * for every variant.
+   * #JIT_SLICE_MILLIS} until the JIT compilers of both JVMs (this one and the server end's) have
+   * compiled for at most {@link #SETTLED_JIT_SHARE} of a slice, or {@code --settle} has passed. On
+   * two cores compilation that is still going on takes CPU from the event loops: a fixed 5 s
+   * warm-up leaves the JIT compiling for much of a 15 s download window, and the rounds with the
+   * most compiling are the slowest, for every variant.
    *
    * @return the seconds the warm-up took
    */
-  private double warmUp(String phase, Loop loop) throws Exception {
+  private double warmUp(String phase, RemoteServerEnd server, Loop loop) throws Exception {
     progress("%s: warming up for %d ms, then until the JIT settles (at most %d ms more)", phase,
         options.warmupMillis, options.settleMillis);
     long start = System.nanoTime();
     loop.runUntil(start + TimeUnit.MILLISECONDS.toNanos(options.warmupMillis));
     long cap = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(options.settleMillis);
-    long jit = MemoryMonitor.jitMillis();
+    long jit = jitMillis(server);
     double share = Double.NaN;
     while (jit >= 0 && System.nanoTime() - cap < 0) {
       long sliceStart = System.nanoTime();
       loop.runUntil(sliceStart + TimeUnit.MILLISECONDS.toNanos(JIT_SLICE_MILLIS));
-      long now = MemoryMonitor.jitMillis();
+      long now = jitMillis(server);
       share = (now - jit) / ((System.nanoTime() - sliceStart) / 1e6);
       jit = now;
       if (share <= SETTLED_JIT_SHARE) {
@@ -417,11 +344,18 @@ public final class VariantRun {
     if (Double.isNaN(share)) {
       progress("%s: warmed up for %.1f s", phase, seconds);
     } else {
-      progress("%s: warmed up for %.1f s; the JIT compiled for %.0f%% of the last %d ms%s", phase,
-          seconds, share * 100, JIT_SLICE_MILLIS,
+      progress("%s: warmed up for %.1f s; both JVMs' JIT compiled for %.0f%% of the last %d ms%s",
+          phase, seconds, share * 100, JIT_SLICE_MILLIS,
           share <= SETTLED_JIT_SHARE ? "" : " (not settled: --settle ran out)");
     }
     return seconds;
+  }
+
+  /** Milliseconds both JVMs' JIT compilers have spent so far; -1 if either does not say. */
+  private static long jitMillis(RemoteServerEnd server) throws Exception {
+    long client = MemoryMonitor.jitMillis();
+    long serverEnd = server.jitMillis();
+    return client < 0 || serverEnd < 0 ? -1 : client + serverEnd;
   }
 
   /** Prints how far a phase has come every two seconds. */
@@ -455,7 +389,7 @@ public final class VariantRun {
   /**
    * Makes Netty's leak detectors (both Netty copies) report what was collected unreleased: after
    * a collection, each tracked allocation polls its detector's queue. {@link Compare} counts the
-   * reports in this JVM's output, which carries the idle server end's output too.
+   * reports in this JVM's output, which carries the server ends' output too.
    */
   static void reportLeaks() throws InterruptedException {
     for (int round = 0; round < 3; round++) {

@@ -12,6 +12,7 @@ import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
 import java.awt.image.BufferedImage;
 import java.io.ByteArrayOutputStream;
+import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -24,29 +25,46 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * {@code pinless compare} in a short mode: every variant runs in its own JVM (with this JVM's
- * leak detector level, PARANOID under Maven) through every phase, and the report has every field.
+ * {@code pinless compare} in a short mode: every variant's clients and its server end run each in
+ * a JVM of its own (with this JVM's leak detector level, PARANOID under Maven) through every
+ * phase, and the report has every field.
  */
 class CompareTest {
   /** Fields every variant's result must have, with a number (checked independently of Report). */
   private static final List<String> NUMBERS = List.of(
       "download.throughputMBps", "download.objects", "download.payloadBytes",
       "download.latencyMillis.p50", "download.latencyMillis.p90", "download.latencyMillis.p99",
-      "download.memory.inUseAvgBytes", "download.memory.inUsePeakBytes",
-      "download.memory.heapAfterGcAvgBytes", "download.memory.heapAfterGcPeakBytes",
-      "download.memory.pooledDirectPinnedAvgBytes", "download.memory.pooledDirectPinnedPeakBytes",
-      "download.memory.clientPooledDirectPinnedAvgBytes",
-      "download.memory.clientPooledDirectPinnedPeakBytes",
-      "download.memory.pinlessHeldDownstreamAvgBytes",
-      "download.memory.pinlessHeldDownstreamPeakBytes",
+      "download.client.pooledDirectPinnedMeanBytes", "download.client.pooledDirectPinnedPeakBytes",
+      "download.client.poolReservedMeanBytes", "download.client.poolReservedPeakBytes",
+      "download.client.heapAfterGcMeanBytes", "download.client.heapAfterGcPeakBytes",
+      "download.client.inUseMeanBytes", "download.client.inUsePeakBytes",
+      "download.client.pinlessHeldDownstreamMeanBytes",
+      "download.client.pinlessHeldDownstreamPeakBytes",
+      "download.client.cpuNanosPerPayloadByte", "download.client.heapAllocatedPerPayloadByte",
+      "download.server.pooledDirectPinnedMeanBytes", "download.server.poolReservedMeanBytes",
+      "download.server.heapAfterGcMeanBytes", "download.server.cpuNanosPerPayloadByte",
       "download.heapAllocatedPerPayloadByte", "download.cpuNanosPerPayloadByte",
       "download.jitSeconds", "download.warmupSeconds",
       "small.callsPerSecond", "small.calls", "small.throughputMBps",
       "small.latencyMicros.p50", "small.latencyMicros.p90", "small.latencyMicros.p99",
-      "small.memory.inUseAvgBytes", "small.memory.inUsePeakBytes",
+      "small.client.pooledDirectPinnedMeanBytes", "small.client.pooledDirectPinnedPeakBytes",
+      "small.client.poolReservedMeanBytes", "small.client.poolReservedPeakBytes",
+      "small.client.heapAfterGcMeanBytes", "small.client.heapAfterGcPeakBytes",
+      "small.client.cpuNanosPerPayloadByte", "small.client.cpuMicrosPerCall",
+      "small.server.cpuMicrosPerCall",
       "small.heapAllocatedPerPayloadByte", "small.cpuMicrosPerCall",
       "idle.connections", "idle.bytesPerConnection", "idle.heapBytesPerConnection",
       "idle.pooledDirectPinnedBytesPerConnection", "idle.openSeconds");
+
+  /**
+   * The client process's figures that must be above 0 in every phase: the pools reserved a chunk,
+   * a collection left some heap, the process used CPU. Pinned bytes are sampled and may be 0 at
+   * every sample of a short small-call phase; in the download phase 2 MiB messages pin them.
+   */
+  private static final List<String> CLIENT_POSITIVE = List.of(
+      "client.poolReservedMeanBytes", "client.poolReservedPeakBytes",
+      "client.heapAfterGcMeanBytes", "client.heapAfterGcPeakBytes",
+      "client.cpuNanosPerPayloadByte");
 
   @Test
   void shortRunCompletesEveryVariantAndWritesJsonAndPng(@TempDir Path dir) throws Exception {
@@ -75,12 +93,31 @@ class CompareTest {
       assertEquals(0, (long) number(v, "download.payloadBytes") % (8 << 20), name + ": whole objects only");
       assertEquals(40, (int) number(v, "idle.connections"), name);
       assertTrue(number(v, "download.latencyMillis.p50") <= number(v, "download.latencyMillis.p99"), name);
+      for (String phase : List.of("download", "small")) {
+        for (String path : CLIENT_POSITIVE) {
+          assertTrue(number(v, phase + "." + path) > 0, name + ": " + phase + "." + path);
+        }
+        assertServerEndRanInAnotherProcess(v, phase);
+      }
+      assertTrue(number(v, "download.client.pooledDirectPinnedMeanBytes") > 0, name);
+      assertTrue(number(v, "download.client.pooledDirectPinnedPeakBytes")
+          >= number(v, "download.client.pooledDirectPinnedMeanBytes"), name);
+      assertTrue(number(v, "download.client.poolReservedPeakBytes")
+          >= number(v, "download.client.pooledDirectPinnedPeakBytes"), name + ": a pool reserves"
+          + " at least what its buffers pin");
     }
     assertEquals(List.of("pinless-alts", "stock-alts", "stock-plaintext"), names);
     assertEquals(2, report.getAsJsonArray("ratios").size());
     JsonObject ratio = report.getAsJsonArray("ratios").get(0).getAsJsonObject();
     assertEquals("stock-alts", ratio.get("baseline").getAsString());
     assertTrue(ratio.get("download.throughputMBps").getAsDouble() > 0);
+    JsonObject pinned = ratio.getAsJsonObject("targets")
+        .getAsJsonObject("download.client.pooledDirectPinnedMeanBytes");
+    assertEquals(0.6, pinned.get("limit").getAsDouble());
+    assertEquals(pinned.get("ratio").getAsDouble() <= 0.6, pinned.get("met").getAsBoolean());
+    assertTrue(ratio.getAsJsonObject("targets").has("small.client.cpuNanosPerPayloadByte"), ratio.toString());
+    // pinless ALTS over stock plaintext is no same-transport pair: no targets
+    assertFalse(report.getAsJsonArray("ratios").get(1).getAsJsonObject().has("targets"));
     for (String key : List.of("generated", "command", "machine", "options")) {
       assertTrue(report.has(key), "report has no " + key);
     }
@@ -93,6 +130,8 @@ class CompareTest {
     assertTrue(image.getWidth() >= 800 && image.getHeight() >= 450);
 
     assertTrue(output.contains("download throughput (MB/s)"), output);
+    assertTrue(output.contains("download: client pooled direct pinned, mean (MiB)"), output);
+    assertTrue(output.contains("targets: pinless / stock, same transport"), output);
     assertTrue(output.contains("[pinless-alts] idle:"), "progress is shown:\n" + output);
   }
 
@@ -163,11 +202,28 @@ class CompareTest {
           assertEquals(2, copies, name);
       }
     }
-    assertTrue(output.contains("download copies per payload byte"), output);
+    assertTrue(output.contains("download: client copies per byte"), output);
     assertTrue(output.contains(">= 2.00"), output);
     assertTrue(output.contains("copies per payload byte, pinless-alts: (DATA "), output);
     assertTrue(Files.readString(dir.resolve("report.md"), StandardCharsets.UTF_8)
-        .contains("download copies per payload byte (receiving), lower is better"));
+        .contains("download: client copies per byte, lower is better"));
+  }
+
+  /**
+   * The phase's server end ran in a process other than the client's (and this test's), started
+   * with the same JVM options as the client's.
+   */
+  private static void assertServerEndRanInAnotherProcess(JsonObject v, String phase) {
+    String name = v.get("variant").getAsString() + " " + phase;
+    long client = (long) number(v, phase + ".client.pid");
+    long server = (long) number(v, phase + ".server.pid");
+    assertTrue(client > 0 && server > 0, name + ": pids " + client + ", " + server);
+    assertTrue(client != server, name + ": the server end ran in the client's process " + client);
+    assertTrue(client != ProcessHandle.current().pid(), name + ": the client ran in this test's JVM");
+    JsonObject figures = v.getAsJsonObject(phase);
+    String clientJvm = figures.getAsJsonObject("client").get("jvmArguments").getAsString();
+    assertTrue(clientJvm.contains("-Xmx" + Compare.HEAP), name + ": " + clientJvm);
+    assertEquals(clientJvm, figures.getAsJsonObject("server").get("jvmArguments").getAsString(), name);
   }
 
   private static double number(JsonObject o, String path) {
@@ -217,7 +273,8 @@ class CompareTest {
       for (int i = 0; i < 3; i++) {
         rounds.add(JsonParser.parseString("{\"variant\":\"" + (v == 0 ? "pinless-alts" : "stock-alts")
             + "\",\"completed\":true,\"leaks\":0,\"download\":{\"throughputMBps\":"
-            + throughputs[v][i] + ",\"cpuNanosPerPayloadByte\":" + cpu[v][i] + "}}").getAsJsonObject());
+            + throughputs[v][i] + ",\"client\":{\"cpuNanosPerPayloadByte\":" + cpu[v][i]
+            + "}}}").getAsJsonObject());
       }
       merged.add(Median.of(rounds));
     }
@@ -225,8 +282,10 @@ class CompareTest {
     assertEquals(0.833, ratio.get("download.throughputMBps").getAsDouble(), 1e-9);
     assertEquals(List.of(1.5, 0.9, 0.833), doubles(ratio.getAsJsonObject("byRound"), "download.throughputMBps"));
     assertEquals(0.9, ratio.getAsJsonObject("byRoundMedian").get("download.throughputMBps").getAsDouble(), 1e-9);
-    assertEquals(List.of(0.75, 1.0, 2.0), doubles(ratio.getAsJsonObject("byRound"), "download.cpuNanosPerPayloadByte"));
-    assertEquals(1.0, ratio.getAsJsonObject("byRoundMedian").get("download.cpuNanosPerPayloadByte").getAsDouble(), 1e-9);
+    assertEquals(List.of(0.75, 1.0, 2.0),
+        doubles(ratio.getAsJsonObject("byRound"), "download.client.cpuNanosPerPayloadByte"));
+    assertEquals(1.0, ratio.getAsJsonObject("byRoundMedian")
+        .get("download.client.cpuNanosPerPayloadByte").getAsDouble(), 1e-9);
 
     JsonObject report = new JsonObject();
     JsonArray variants = new JsonArray();
@@ -282,9 +341,9 @@ class CompareTest {
     assertFalse(e.getMessage().contains("\n"), e.getMessage());
     Options.checkDescriptors(9_000, 4, 10_000);
     assertThrows(Options.UsageException.class, () -> Options.checkDescriptors(9_501, 4, 10_000));
-    // the download phase's clients hold both ends in one process
-    Options.checkDescriptors(1, 250, 1_000);
-    assertThrows(Options.UsageException.class, () -> Options.checkDescriptors(1, 251, 1_000));
+    // the download phase's clients hold one end each: the server end is another process
+    Options.checkDescriptors(1, 500, 1_000);
+    assertThrows(Options.UsageException.class, () -> Options.checkDescriptors(1, 501, 1_000));
     Options.checkDescriptors(1_000_000, 4, 0);
     assertTrue(Options.openFilesLimit() > 0, "the limit is known on this machine");
   }
@@ -303,12 +362,13 @@ class CompareTest {
   @Test
   void theServerEndAnswersWithItsOwnConnectionsAndMemory() throws Exception {
     Options options = Options.parse("--quick");
-    try (IdleServer.Remote server =
-            IdleServer.Remote.start(Variant.PINLESS_PLAINTEXT, "unused,unused", options, System.out);
+    try (RemoteServerEnd server =
+            RemoteServerEnd.start(Variant.PINLESS_PLAINTEXT, "unused,unused", options, System.out);
         Variant.Stack client = Variant.PINLESS_PLAINTEXT.open(Transport.NIO, new String[2])) {
       int port = server.port();
-      IdleServer.Measurement before = IdleServer.Remote.answer(server.measure(), "measurement");
+      Measurement before = RemoteServerEnd.answer(server.measure(), "measurement");
       assertEquals(0, before.serverConnections());
+      server.begin();
       List<io.grpc.ManagedChannel> channels = new ArrayList<>();
       try {
         for (int i = 0; i < 20; i++) {
@@ -316,15 +376,62 @@ class CompareTest {
           channels.add(channel);
           Workload.echo(channel, new byte[1024]).get(60, TimeUnit.SECONDS);
         }
-        IdleServer.Measurement grown =
-            IdleServer.Remote.answer(server.measure(), "measurement").minus(before);
+        JsonObject figures = server.end();
+        // its own process's figures: another pid, and the CPU its server spent on the calls
+        assertTrue(figures.get("pid").getAsLong() != ProcessHandle.current().pid(), figures.toString());
+        assertTrue(figures.get("cpuNanos").getAsLong() > 0, figures.toString());
+        assertTrue(figures.get("poolReservedPeakBytes").getAsLong() > 0, figures.toString());
+        Measurement grown = RemoteServerEnd.answer(server.measure(), "measurement").minus(before);
         assertEquals(20, grown.serverConnections());
         // this process's heap is not in it: the server end measures its own
         assertTrue(grown.heapBytes() > 20 * 1_000L, "server end's heap growth " + grown);
+        // a phase's figures are asked for once
+        IOException refused = assertThrows(IOException.class, server::end);
+        assertTrue(String.valueOf(refused.getCause()).contains("end without begin"), refused.toString());
       } finally {
         VariantRun.shutdown(channels);
       }
     }
+  }
+
+  @Test
+  void targetsMarkEachPinlessVariantAgainstStockOfItsTransport() {
+    List<JsonObject> variants = new ArrayList<>();
+    // name, client pinned mean, pinned peak, reserved mean, CPU ns per byte
+    Object[][] figures = {
+      {"pinless-tls", 5, 4, 8, 0.9}, {"stock-tls", 10, 10, 8, 1.0},
+      {"stock-plaintext", 10, 10, 4, 1.0}};
+    for (Object[] f : figures) {
+      variants.add(JsonParser.parseString("{\"variant\":\"" + f[0] + "\",\"completed\":true,"
+          + "\"download\":{\"client\":{\"pooledDirectPinnedMeanBytes\":" + f[1]
+          + ",\"pooledDirectPinnedPeakBytes\":" + f[2] + ",\"poolReservedMeanBytes\":" + f[3]
+          + ",\"cpuNanosPerPayloadByte\":" + f[4] + "}}}").getAsJsonObject());
+    }
+    List<JsonObject> ratios = Report.ratios(variants);
+    assertEquals(2, ratios.size());
+    JsonObject tls = ratios.get(0);
+    assertEquals("stock-tls", tls.get("baseline").getAsString());
+    JsonObject marks = tls.getAsJsonObject("targets");
+    assertTrue(marks.getAsJsonObject("download.client.pooledDirectPinnedMeanBytes").get("met").getAsBoolean());
+    // 0.4 of stock's peak is under 0.5; the reserved ratio of 1.0 is at its limit, so met
+    assertTrue(marks.getAsJsonObject("download.client.pooledDirectPinnedPeakBytes").get("met").getAsBoolean());
+    assertTrue(marks.getAsJsonObject("download.client.poolReservedMeanBytes").get("met").getAsBoolean());
+    assertFalse(marks.has("small.client.cpuNanosPerPayloadByte"), "no small phase, no mark");
+    assertFalse(ratios.get(1).has("targets"), "pinless TLS over stock plaintext is not marked");
+
+    variants.get(0).getAsJsonObject("download").getAsJsonObject("client")
+        .addProperty("pooledDirectPinnedMeanBytes", 7);
+    JsonObject missed = Report.ratios(variants).get(0);
+    assertFalse(missed.getAsJsonObject("targets")
+        .getAsJsonObject("download.client.pooledDirectPinnedMeanBytes").get("met").getAsBoolean());
+    List<String> lines = Targets.tableLines(List.of(missed));
+    String table = String.join("\n", lines);
+    assertTrue(table.contains("pinless-tls / stock-tls"), table);
+    assertTrue(lines.stream().anyMatch(l -> l.startsWith("download: client pooled direct pinned, mean")
+        && l.contains("<= 0.6") && l.endsWith("0.70 MISSED")), table);
+    assertTrue(lines.stream().anyMatch(l -> l.startsWith("download: client pool reserved, peak")
+        && l.endsWith("-")), table);
+    assertTrue(Targets.markdown(List.of(missed)).contains("| <= 0.6 | 0.70 MISSED |"));
   }
 
   @Test
