@@ -165,59 +165,22 @@ public class AltsLargeMessageBenchmark {
 
   @Benchmark
   public long cipher() throws GeneralSecurityException {
-    long done = 0;
-    int payload = frameSize - AltsFrames.OVERHEAD_BYTES;
-    for (int at = 0; at < messageBytes; at += payload) {
-      int n = Math.min(payload, messageBytes - at);
-      plain.limit(at + n).position(at);
-      sealed.clear();
-      byte[] iv = nextNonce();
-      cipher.init(Cipher.ENCRYPT_MODE, key, new GCMParameterSpec(TAG_BITS, iv));
-      cipher.doFinal(plain, sealed);
-      sealed.flip();
-      opened.clear();
-      cipher.init(Cipher.DECRYPT_MODE, key, new GCMParameterSpec(TAG_BITS, iv));
-      done += cipher.doFinal(sealed, opened);
-    }
-    return done;
+    return bare(false, false);
   }
 
   @Benchmark
   public long cipherFromHeap() throws GeneralSecurityException {
-    long done = 0;
-    int payload = frameSize - AltsFrames.OVERHEAD_BYTES;
-    for (int at = 0; at < messageBytes; at += payload) {
-      int n = Math.min(payload, messageBytes - at);
-      scratch.clear();
-      scratch.put(message, at, n).flip();
-      sealed.clear();
-      byte[] iv = nextNonce();
-      cipher.init(Cipher.ENCRYPT_MODE, key, new GCMParameterSpec(TAG_BITS, iv));
-      cipher.doFinal(scratch, sealed);
-      sealed.flip();
-      opened.clear();
-      cipher.init(Cipher.DECRYPT_MODE, key, new GCMParameterSpec(TAG_BITS, iv));
-      done += cipher.doFinal(sealed, opened);
-    }
-    return done;
+    return bare(true, false);
+  }
+
+  @Benchmark
+  public long nativeCalls() throws GeneralSecurityException {
+    return bare(false, true);
   }
 
   @Benchmark
   public long nativeCallsFromHeap() throws GeneralSecurityException {
-    long done = 0;
-    int payload = frameSize - AltsFrames.OVERHEAD_BYTES;
-    for (int at = 0; at < messageBytes; at += payload) {
-      int n = Math.min(payload, messageBytes - at);
-      scratch.clear();
-      scratch.put(message, at, n).flip();
-      sealed.clear();
-      byte[] iv = nextNonce();
-      int s = calls.seal(rawKey, iv, scratch, sealed);
-      sealed.limit(s);
-      opened.clear();
-      done += calls.open(rawKey, iv, sealed, opened, null);
-    }
-    return done;
+    return bare(true, true);
   }
 
   @Benchmark
@@ -242,19 +205,36 @@ public class AltsLargeMessageBenchmark {
     return done;
   }
 
-  @Benchmark
-  public long nativeCalls() throws GeneralSecurityException {
+  /**
+   * Seals and opens the message record by record on the reused direct buffers, from the direct
+   * message or, {@code fromHeap}, from each record's bytes copied out of the array first; through
+   * the native calls or the {@code Cipher}. Returns the plaintext bytes opened.
+   */
+  private long bare(boolean fromHeap, boolean nativeCalls) throws GeneralSecurityException {
     long done = 0;
     int payload = frameSize - AltsFrames.OVERHEAD_BYTES;
     for (int at = 0; at < messageBytes; at += payload) {
       int n = Math.min(payload, messageBytes - at);
-      plain.limit(at + n).position(at);
+      ByteBuffer in;
+      if (fromHeap) {
+        in = scratch.clear();
+        in.put(message, at, n).flip();
+      } else {
+        in = plain.limit(at + n).position(at);
+      }
       sealed.clear();
-      byte[] iv = nextNonce();
-      int s = calls.seal(rawKey, iv, plain, sealed);
-      sealed.limit(s);
       opened.clear();
-      done += calls.open(rawKey, iv, sealed, opened, null);
+      byte[] iv = nextNonce();
+      if (nativeCalls) {
+        sealed.limit(calls.seal(rawKey, iv, in, sealed));
+        done += calls.open(rawKey, iv, sealed, opened, null);
+      } else {
+        cipher.init(Cipher.ENCRYPT_MODE, key, new GCMParameterSpec(TAG_BITS, iv));
+        cipher.doFinal(in, sealed);
+        sealed.flip();
+        cipher.init(Cipher.DECRYPT_MODE, key, new GCMParameterSpec(TAG_BITS, iv));
+        done += cipher.doFinal(sealed, opened);
+      }
     }
     return done;
   }
