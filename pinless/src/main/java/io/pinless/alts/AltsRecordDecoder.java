@@ -8,9 +8,9 @@ import java.util.function.BiConsumer;
 
 /**
  * Decrypts ALTS records as a pipeline entry: ciphertext {@link ByteBuf}s in, plaintext {@link
- * ByteBuf}s out, one pooled direct buffer per read, each starting {@link #HEADROOM_BYTES} in. It
- * runs an {@link AltsRecordOpener}, which says how records are opened, what is held and which
- * errors are fatal. pinless's own connections run the same opener inside an {@link
+ * ByteBuf}s out, in pooled direct buffers of up to 64 KiB (or one frame), each starting {@link
+ * #HEADROOM_BYTES} in. It runs an {@link AltsRecordOpener}, which says how records are opened,
+ * what is held and which errors are fatal. pinless's own connections run the same opener inside an {@link
  * AltsRecordStage}.
  *
  * <p>Errors: the plaintext of every record before a bad one is fired first; then an {@link

@@ -11,8 +11,8 @@ import javax.crypto.AEADBadTagException;
  * Opens ALTS records: ciphertext in, plaintext out. The receiving half of {@link AltsRecordStage},
  * and what {@link AltsRecordDecoder} runs. The framing is {@link RecordFraming}'s: whole records
  * are decrypted straight out of the buffer the socket read into, one {@code doFinal} each, into
- * one pooled direct buffer per read; a record a read cuts short keeps only its own bytes, and
- * fresh reads are sized to one frame of the largest size.
+ * pooled direct buffers of up to 64 KiB (or one frame) each; a record a read cuts short keeps
+ * only its own bytes, and fresh reads are sized to one frame of the largest size.
  *
  * <p>Memory: idle (between records) it holds no buffer. Mid-record it holds one pooled buffer of
  * at most four times the bytes of the frame received (64 bytes at least) and at most {@code 4 +

@@ -14,19 +14,20 @@ import java.util.function.BiConsumer;
  *                      |          |            |
  *                      v open     v open       v a {@link PartialRecord}: kept where it lies when
  *   handed on:    | plain 1  | plain 2  |        the read buffer has room for its rest, else
- *                 one pooled buffer per read       copied into a small buffer of its own
+ *                 a pooled buffer per 64 KiB     copied into a small buffer of its own
  * </pre>
  *
- * <p>Whole records are opened straight out of the read buffer into one output buffer per read,
- * sized from the headers of the records that read completes. A record it completes goes on in an
- * output of its own first when sharing would make the output large ({@link
- * #MAX_SHARED_OUTPUT_BYTES}). A record a read cuts short is a {@link PartialRecord}, which holds
- * at most {@value PartialRecord#HEAD_RATIO} times what has come of it. It stays where it lies when
- * the read buffer has room for the rest, pins at most that ratio and is at most a quarter larger
- * than the record (a read sized to one record, as ALTS's are). Then the rest is read in behind its
- * head and nothing is copied. A large rest is read straight into the record's buffer, or in
- * behind a copy of a small head ({@link #nextReadBuffer}). A header is checked before anything is
- * allocated from it.
+ * <p>Whole records are opened straight out of the read buffer into pooled output buffers, sized
+ * from the headers of the records that read completes: the records of a read share one output up
+ * to {@link #MAX_SHARED_OUTPUT_BYTES} of plaintext, and a larger record has one of its own.
+ *
+ * <p>A record a read cuts short is a {@link PartialRecord}, which holds at most {@value
+ * PartialRecord#HEAD_RATIO} times what has come of it. It stays where it lies when the read buffer
+ * has room for the rest, pins at most that ratio and is at most a quarter larger than the record
+ * (a read sized to one record, as ALTS's are). Then the rest is read in behind its head and
+ * nothing is copied. A large rest is read straight into the record's buffer, or in behind a copy
+ * of a small head ({@link #nextReadBuffer}). A header is checked before anything is allocated
+ * from it.
  *
  * <p>A subclass names the header's size and checks it, bounds and allocates the output, and opens
  * one whole record. Headers are up to 8 bytes, read big endian into a {@code long}.
@@ -41,8 +42,8 @@ import java.util.function.BiConsumer;
  */
 public abstract class RecordFraming {
   /**
-   * 64 KiB, the read policy's largest read: a record a read completes shares the read's output
-   * with the whole records behind it up to this much plaintext; past it, it goes on alone.
+   * 64 KiB, the read policy's largest read: the records of a read share an output up to this much
+   * plaintext; a larger record goes on alone.
    */
   public static final int MAX_SHARED_OUTPUT_BYTES = 64 * 1024;
 
@@ -190,9 +191,8 @@ public abstract class RecordFraming {
    */
   private ByteBuf openWhole(ChannelHandlerContext ctx, ByteBuf record, ByteBuf in, int headroom,
       BiConsumer<ChannelHandlerContext, ByteBuf> handOn) {
-    // Size the output from the headers of the whole records in this read. A bad header stops
-    // the scan: the records before it are opened and handed on before the error.
-    int plaintextBytes = 0;
+    // Find the whole records of this read. A bad header stops the scan: the records before it
+    // are opened and handed on before the error.
     int index = in.readerIndex();
     int end = in.writerIndex();
     RuntimeException headerError = null;
@@ -208,18 +208,65 @@ public abstract class RecordFraming {
         break;
       }
       seen(recordBytes);
-      plaintextBytes += plaintextBound(recordBytes);
       index += recordBytes;
     }
     int wholeEnd = index;
-    if (record != null) {
-      int recordPlaintext = plaintextBound(record.readableBytes());
-      if (plaintextBytes > 0 && recordPlaintext + plaintextBytes > MAX_SHARED_OUTPUT_BYTES) {
-        openAlone(ctx, record, headroom, handOn);
-        record = null;
-      } else {
-        plaintextBytes += recordPlaintext;
+    ByteBuf out = null;
+    while (!stopped() && (record != null || in.readerIndex() < wholeEnd)) {
+      if (out != null) {
+        handOnIfReadable(ctx, out, handOn);
       }
+      out = openShared(ctx, record, in, wholeEnd, headroom, handOn);
+      record = null;
+    }
+    if (headerError != null && !stopped()) {
+      if (out != null) {
+        handOnIfReadable(ctx, out, handOn);
+      }
+      throw headerError;
+    }
+    if (inputEnded()) {
+      in.skipBytes(in.readableBytes());
+    } else if (in.isReadable() && !keepCutRecord(in)) {
+      fillPartial(ctx, in);
+    }
+    if (out == null || !out.isReadable()) {
+      if (out != null) {
+        out.release();
+      }
+      return null;
+    }
+    return out;
+  }
+
+  /**
+   * Opens the next records up to {@code wholeEnd} that share one output: {@code record} first,
+   * if not null, then records of {@code in} while their plaintext stays within {@link
+   * #MAX_SHARED_OUTPUT_BYTES} (one larger record alone). The frame slicer slices a DATA frame only
+   * from a buffer at most 4 times its size, so one buffer for the records of a large read (a
+   * provided-buffer ring's) would have it copy the frames instead. Below that, one buffer: each
+   * split cuts a frame, and a stream of tiny frames would go on in more, smaller pieces.
+   *
+   * @param record borrowed: null, or a whole record from index 0
+   * @param in borrowed: its reader index is advanced past the records opened
+   * @return owned by the caller: the plaintext, possibly empty
+   * @throws RuntimeException the layer's own when a record does not open, after handing on the
+   *     plaintext before it
+   */
+  private ByteBuf openShared(ChannelHandlerContext ctx, ByteBuf record, ByteBuf in, int wholeEnd,
+      int headroom, BiConsumer<ChannelHandlerContext, ByteBuf> handOn) {
+    boolean any = record != null;
+    int plaintextBytes = any ? plaintextBound(record.readableBytes()) : 0;
+    int sharedEnd = in.readerIndex();
+    while (sharedEnd < wholeEnd) {
+      int recordBytes = recordBytes(peekHeader(in, sharedEnd));
+      int bound = plaintextBound(recordBytes);
+      if (any && plaintextBytes + bound > MAX_SHARED_OUTPUT_BYTES) {
+        break;
+      }
+      any = true;
+      plaintextBytes += bound;
+      sharedEnd += recordBytes;
     }
     ByteBuf out = plaintextBytes == 0
         ? Unpooled.EMPTY_BUFFER : allocateOutput(ctx, headroom, plaintextBytes);
@@ -227,51 +274,17 @@ public abstract class RecordFraming {
       if (record != null) {
         openRecord(record, record.readerIndex(), record.readableBytes(), out);
       }
-      while (in.readerIndex() < wholeEnd && !stopped()) {
+      while (in.readerIndex() < sharedEnd && !stopped()) {
         int start = in.readerIndex();
         int recordBytes = recordBytes(peekHeader(in, start));
         openRecord(in, start, recordBytes, out);
         in.readerIndex(start + recordBytes);
       }
-      if (headerError != null && !stopped()) {
-        throw headerError;
-      }
     } catch (RuntimeException e) {
       handOnIfReadable(ctx, out, handOn);
       throw e;
     }
-    if (inputEnded()) {
-      in.skipBytes(in.readableBytes());
-    } else if (in.isReadable() && !keepCutRecord(in)) {
-      fillPartial(ctx, in);
-    }
-    if (!out.isReadable()) {
-      out.release();
-      return null;
-    }
     return out;
-  }
-
-  /**
-   * Opens the cut record, now whole, into a buffer of its own and hands it on: when it and the
-   * whole records behind it in the read would share more than {@link #MAX_SHARED_OUTPUT_BYTES}.
-   * The frame slicer slices a DATA frame only from a buffer at most 4 times its size, so one
-   * buffer for two 128 KiB records would have it copy the 64 KiB frames it slices from either
-   * alone. Below that, one buffer: each split cuts a frame, and a stream of tiny frames would go
-   * on in more, smaller pieces.
-   *
-   * @param record borrowed: a whole record from index 0
-   */
-  private void openAlone(ChannelHandlerContext ctx, ByteBuf record, int headroom,
-      BiConsumer<ChannelHandlerContext, ByteBuf> handOn) {
-    ByteBuf out = allocateOutput(ctx, headroom, plaintextBound(record.readableBytes()));
-    try {
-      openRecord(record, record.readerIndex(), record.readableBytes(), out);
-    } catch (RuntimeException e) {
-      out.release();
-      throw e;
-    }
-    handOnIfReadable(ctx, out, handOn);
   }
 
   /**

@@ -21,7 +21,7 @@ import javax.net.ssl.SSLException;
 /**
  * TLS records after the handshake: the {@link SSLEngine} the handshake used, driven directly and
  * handed only whole records. The framing is {@link RecordFraming}'s: whole records are unwrapped
- * out of the buffer the socket read into, into one pooled buffer per read, with no cumulation; a
+ * out of the buffer the socket read into, into a pooled buffer per 64 KiB, with no cumulation; a
  * record a read cuts short keeps only its own bytes; a header is checked before anything is
  * allocated from it (a length above 2^14 + 2048 is refused). OpenSSL's engine reads each record
  * in place; the JDK's AES-GCM works on arrays, so for it each record goes through a pooled heap
