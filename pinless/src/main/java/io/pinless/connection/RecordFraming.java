@@ -23,11 +23,12 @@ import java.util.function.BiConsumer;
  *
  * <p>A record a read cuts short is a {@link PartialRecord}, which holds at most {@value
  * PartialRecord#HEAD_RATIO} times what has come of it. It stays where it lies when the read buffer
- * has room for the rest, pins at most that ratio and is at most a quarter larger than the record
- * (a read sized to one record, as ALTS's are). Then the rest is read in behind its head and
- * nothing is copied. A large rest is read straight into the record's buffer, or in behind a copy
- * of a small head ({@link #nextReadBuffer}). A header is checked before anything is allocated
- * from it.
+ * has room for the rest, or can grow in place to hold it (a read a stage sizes can grow by a
+ * quarter, {@link io.pinless.read.ReadPolicy.ReadTarget#nextReadBytes}). It must then pin at
+ * most that ratio and be at most a quarter larger than the record (a read sized to one record, as
+ * ALTS's are). The rest is read in behind its head and nothing is copied. A large rest is read
+ * straight into the record's buffer, or in behind a copy of a small head ({@link
+ * #nextReadBuffer}). A header is checked before anything is allocated from it.
  *
  * <p>A subclass names the header's size and checks it, bounds and allocates the output, and opens
  * one whole record. Headers are up to 8 bytes, read big endian into a {@code long}.
@@ -289,9 +290,11 @@ public abstract class RecordFraming {
 
   /**
    * Keeps a record cut at the end of {@code in} where it lies, when the read buffer has room for
-   * the rest of it, pins at most {@value PartialRecord#HEAD_RATIO} times what has come and is at
-   * most a quarter larger than the record. The next read then goes on where this one ended, and
-   * the head is never copied.
+   * the rest of it (growing in place if it must), pins at most {@value PartialRecord#HEAD_RATIO}
+   * times what has come and is at most a quarter larger than the record. The next read then goes
+   * on where this one ended, and the head is never copied. A buffer grows in place only into
+   * memory it already holds ({@link ByteBuf#maxFastWritableBytes}), such as the rest of a pooled
+   * buffer's size class.
    *
    * @param in borrowed: a read buffer holding the cut record's head and nothing after it; its
    *     reader index is advanced past the head when it is kept
@@ -305,10 +308,15 @@ public abstract class RecordFraming {
       return false;
     }
     int recordBytes = recordBytes(peekHeader(in, start));
-    if (recordBytes <= PartialRecord.MIN_DIRECT_READ_BYTES || start + recordBytes > in.capacity()
-        || in.capacity() > recordBytes + recordBytes / PartialRecord.HEAD_RATIO) {
+    // The capacity the buffer needs for the whole record, within what it can grow to in place.
+    int capacity = Math.max(in.capacity(), start + recordBytes);
+    if (recordBytes <= PartialRecord.MIN_DIRECT_READ_BYTES
+        || capacity > in.writerIndex() + in.maxFastWritableBytes()
+        || (long) head * PartialRecord.HEAD_RATIO < capacity
+        || capacity > recordBytes + recordBytes / PartialRecord.HEAD_RATIO) {
       return false;
     }
+    in.capacity(capacity);
     seen(recordBytes);
     partial.keep(in, recordBytes);
     return true;

@@ -140,7 +140,9 @@ public final class ReadPolicy
 
     /**
      * The size of a fresh read (capped at {@link #LARGEST_TARGET_READ_BYTES}), or 0 to leave it
-     * to the policy. A buffer sized so has no headroom: the target itself reads it.
+     * to the policy. A buffer sized so has no headroom: the target itself reads it. From a pool it
+     * can grow in place by a quarter ({@link ByteBuf#maxFastWritableBytes}), so a record the read
+     * cuts may stay in it.
      */
     int nextReadBytes();
   }
@@ -174,6 +176,8 @@ public final class ReadPolicy
   private byte sweepBackoff;
   /** What the transport tried to read into the last buffer. */
   private int attemptedBytes;
+  /** The channel's pool rounds sizes up by more than a quarter: {@link #roomyBuffer} is off. */
+  private boolean coarsePool;
   /** What the last read got (negative at the end of stream). */
   private int lastBytes;
   /** Reads in the current batch. */
@@ -442,11 +446,31 @@ public final class ReadPolicy
       }
       int wanted = into.nextReadBytes();
       if (wanted > 0) {
-        return alloc.ioBuffer(Math.min(wanted, LARGEST_TARGET_READ_BYTES));
+        int bytes = Math.min(wanted, LARGEST_TARGET_READ_BYTES);
+        return alloc.isDirectBufferPooled() && !coarsePool
+            ? roomyBuffer(alloc, bytes) : alloc.ioBuffer(bytes);
       }
     }
     ByteBuf buf = alloc.ioBuffer(size);
     return buf.writerIndex(headroom).readerIndex(headroom);
+  }
+
+  /**
+   * A buffer of {@code bytes} that can grow in place by a quarter: a pool's buffer of that much
+   * more, shrunk (in place) to the read. A pool that rounds that request up by more than a quarter
+   * (powers of two) would pin too much for it: its buffers are taken plain from then on.
+   *
+   * @return owned by the caller
+   */
+  private ByteBuf roomyBuffer(ByteBufAllocator alloc, int bytes) {
+    int roomy = bytes + bytes / 4;
+    ByteBuf buf = alloc.ioBuffer(roomy);
+    if (buf.maxFastWritableBytes() <= roomy + roomy / 4) {
+      return buf.capacity(bytes);
+    }
+    buf.release();
+    coarsePool = true;
+    return alloc.ioBuffer(bytes);
   }
 
   @Override

@@ -19,6 +19,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import io.netty.buffer.ByteBuf;
+import io.netty.buffer.PooledByteBufAllocator;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.embedded.EmbeddedChannel;
 import io.pinless.PinlessMetrics;
@@ -492,6 +493,40 @@ class AltsRecordDecoderTest {
     assertArrayEquals(expected, capture.plaintext.toByteArray());
     assertEquals(0, PinlessMetrics.Metric.RECORD_BYTES_COPIED.value() - copiedBefore,
         "no record byte copied");
+    assertEquals(0, decoder.heldBytes());
+    ch.pipeline().remove(connection);
+    ch.finishAndReleaseAll();
+  }
+
+  @Test
+  void aRecordASmallOnePushesPastItsReadStaysInThatReadAndOnlyItsRestIsCopied() {
+    // A peer's window update or ping sealed alone, then a flush of records of the largest size.
+    byte[] small = pattern(50, 30);
+    byte[] large = pattern(128 * 1024 - AltsFrames.OVERHEAD_BYTES, 31);
+    byte[] next = pattern(128 * 1024 - AltsFrames.OVERHEAD_BYTES, 32);
+    byte[] stream = encode(ALTSRP_GCM_AES128_REKEY, KEY44, false, 128 * 1024, small, large, next);
+    int smallRecord = small.length + AltsFrames.OVERHEAD_BYTES;
+    AltsRecordStage decoder = new AltsRecordStage(ALTSRP_GCM_AES128_REKEY, KEY44, true, 128 * 1024);
+    ConnectionHandler connection = connection(decoder);
+    Capture capture = new Capture();
+    EmbeddedChannel ch = new EmbeddedChannel(connection, capture);
+    io.netty.channel.RecvByteBufAllocator.Handle handle = readHandle(ch);
+    long copiedBefore = PinlessMetrics.Metric.RECORD_BYTES_COPIED.value();
+
+    ByteBuf first = handle.allocate(PooledByteBufAllocator.DEFAULT);
+    assertEquals(128 * 1024, first.writableBytes(), "one record of the largest size");
+    first.writeBytes(stream, 0, 128 * 1024);
+    ch.writeInbound(first);
+    assertTrue(decoder.heldBytes() > 0, "the large record is cut by the small one before it");
+    assertEquals(0, PinlessMetrics.Metric.RECORD_BYTES_COPIED.value() - copiedBefore,
+        "its head stays in its read, which grows in place for the rest");
+    ByteBuf second = handle.allocate(PooledByteBufAllocator.DEFAULT);
+    second.writeBytes(stream, 128 * 1024, stream.length - 128 * 1024);
+    ch.writeInbound(second);
+
+    assertArrayEquals(concat(small, large, next), capture.plaintext.toByteArray());
+    assertEquals(smallRecord, PinlessMetrics.Metric.RECORD_BYTES_COPIED.value() - copiedBefore,
+        "only the rest is copied, behind the head");
     assertEquals(0, decoder.heldBytes());
     ch.pipeline().remove(connection);
     ch.finishAndReleaseAll();

@@ -83,6 +83,43 @@ class ReadOnReadyHandlerTest {
         () -> new ReadOnReadyHandler(new ReadBudget(1000), false, 65537));
   }
 
+  /** A stage above that sizes every fresh read. */
+  private static final class SizingTarget implements ReadPolicy.ReadTarget {
+    final int readBytes;
+
+    SizingTarget(int readBytes) {
+      this.readBytes = readBytes;
+    }
+
+    @Override
+    public ByteBuf nextReadBuffer() {
+      return null;
+    }
+
+    @Override
+    public int nextReadBytes() {
+      return readBytes;
+    }
+  }
+
+  @Test
+  void aReadAStageSizesCanGrowInPlaceToTheNextSizeClass() {
+    EmbeddedChannel ch = new EmbeddedChannel();
+    ReadOnReadyHandler reads = new ReadOnReadyHandler(new ReadBudget(1000), false);
+    ch.pipeline().addLast(reads);
+    reads.policy().target(new SizingTarget(128 * 1024));
+    RecvByteBufAllocator.Handle handle = ch.config().getRecvByteBufAllocator().newHandle();
+    handle.reset(ch.config());
+    ByteBuf buf = handle.allocate(io.netty.buffer.PooledByteBufAllocator.DEFAULT);
+    try {
+      assertEquals(128 * 1024, buf.writableBytes(), "the read is the size asked for");
+      assertEquals(160 * 1024, buf.maxFastWritableBytes(), "the pool's next size class");
+    } finally {
+      buf.release();
+    }
+    ch.finishAndReleaseAll();
+  }
+
   /** One read of a batch: {@code got} of the {@code asked} bytes. */
   private static void read(RecvByteBufAllocator.Handle handle, int asked, int got) {
     handle.attemptedBytesRead(asked);
