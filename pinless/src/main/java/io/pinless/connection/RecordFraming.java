@@ -3,7 +3,11 @@ package io.pinless.connection;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelHandlerContext;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.BiConsumer;
+import java.util.logging.Level;
+import java.util.logging.Logger;
 
 /**
  * The receiving half every record layer here shares (ALTS's and TLS's): records cut out of the
@@ -30,6 +34,11 @@ import java.util.function.BiConsumer;
  * straight into the record's buffer, or in behind a copy of a small head ({@link
  * #nextReadBuffer}). A header is checked before anything is allocated from it.
  *
+ * <p>A transport that sizes reads itself (io_uring with a provided-buffer ring) ends them where
+ * data has arrived, and a record such a read cuts is copied. The framing warns once in the process
+ * when a ring's buffers are too small, or the records too large, for that to stay rare ({@link
+ * #RING_BUFFER_BYTES}, {@link #RING_RECORD_BYTES}).
+ *
  * <p>A subclass names the header's size and checks it, bounds and allocates the output, and opens
  * one whole record. Headers are up to 8 bytes, read big endian into a {@code long}.
  *
@@ -47,6 +56,24 @@ public abstract class RecordFraming {
    * plaintext; a larger record goes on alone.
    */
   public static final int MAX_SHARED_OUTPUT_BYTES = 64 * 1024;
+  /**
+   * 2 MiB: the least a provided-buffer ring's buffers hold for TLS records to be opened in place
+   * from its reads. The kernel sizes those reads, and a record a read cuts is copied: with buffers
+   * of 512 KiB, about 5% of TLS's bytes are (docs/benchmarks.md).
+   */
+  public static final int RING_BUFFER_BYTES = 2 << 20;
+  /**
+   * 32 KiB: the largest records opened in place from a ring's reads. Reads end where data has
+   * arrived, often inside a record, and each cut costs the record a copy: TLS's 16 KiB records
+   * stay under 5% of the bytes, ALTS's 128 KiB ones do not.
+   */
+  public static final int RING_RECORD_BYTES = 32 * 1024;
+
+  private static final Logger logger = Logger.getLogger(RecordFraming.class.getName());
+  /** The largest buffer a transport picked for a read, in the process: a ring's buffer size. */
+  static final AtomicInteger largestTransportBuffer = new AtomicInteger();
+  /** The process has warned that a ring's buffers are small for the records read from it. */
+  static final AtomicBoolean warnedOfRing = new AtomicBoolean();
 
   /** Whether input is still taken. */
   private enum Input {
@@ -401,6 +428,31 @@ public abstract class RecordFraming {
     }
     int fresh = freshReadBytes(largestRecordBytes);
     return partial.hasBody() ? partial.missing() + fresh : fresh;
+  }
+
+  /**
+   * The transport picked the next read's buffer, of {@code bytes}: an io_uring provided-buffer
+   * ring. Warns once in the process when the ring's buffers (the largest such buffer seen) hold
+   * less than {@link #RING_BUFFER_BYTES}, or the records are larger than {@link
+   * #RING_RECORD_BYTES}.
+   */
+  public void readSizedByTransport(int bytes) {
+    int ring = largestTransportBuffer.get();
+    if (bytes > ring) {
+      ring = largestTransportBuffer.accumulateAndGet(bytes, Math::max);
+    }
+    boolean inPlace = ring >= RING_BUFFER_BYTES && largestRecordBytes <= RING_RECORD_BYTES;
+    if (largestRecordBytes == 0 || inPlace || warnedOfRing.get()
+        || !warnedOfRing.compareAndSet(false, true)) {
+      return;
+    }
+    logger.log(Level.WARNING, "pinless: records of {0} bytes are read from an io_uring "
+        + "provided-buffer ring of {1}-byte buffers. The kernel sizes those reads, and a record "
+        + "a read cuts is copied, not opened in place: a ring opens records in place only with "
+        + "buffers of at least {2} bytes and records of at most {3} bytes (TLS''s). Read ALTS "
+        + "channels without a ring (no IO_URING_BUFFER_GROUP_ID).", new Object[] {
+            Integer.toString(largestRecordBytes), Integer.toString(ring),
+            Integer.toString(RING_BUFFER_BYTES), Integer.toString(RING_RECORD_BYTES)});
   }
 
   /** Notes the size of a record whose header was just read. */

@@ -13,7 +13,8 @@ import java.util.function.BiConsumer;
  * a new record protocol is one implementation of this interface and needs no wiring.
  *
  * <p>As a {@link ReadPolicy.ReadTarget} a stage may size the connection's reads or supply the
- * buffer the next read fills, such as the rest of a record a read cut short.
+ * buffer the next read fills, such as the rest of a record a read cut short, and learns of reads
+ * whose buffer the transport picked itself (an io_uring provided-buffer ring).
  *
  * <p>Errors: a record that is malformed, too long or fails authentication is fatal. The stage
  * hands on the plaintext of every record before it, then throws; every later call of {@link

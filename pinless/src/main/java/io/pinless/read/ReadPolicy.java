@@ -55,17 +55,18 @@ import java.util.logging.Logger;
  * A channel whose loop keeps a clock of its own ({@link EmbeddedChannel}, in tests) uses that
  * loop's scheduler instead, so its clock decides when sweeps fall due.
  *
- * <p>How much: Netty's transports take a buffer only once the socket is readable (NIO and epoll
- * after readiness, io_uring with a provided-buffer ring when data arrives). Reads start at the
- * maximum. A batch whose last read left its buffer short sizes the next read to what the whole
- * batch got, rounded up to the pool's size class (at least half the size before, at least {@link
- * #MIN_READ_BYTES}): a peer that sends in bursts gets one buffer a whole burst fits, so a burst
- * takes one read and not a full one and then the rest, and a read that stalls mid-message pins
- * little more than it holds. A read that fills its buffer goes back to
- * the maximum at once. A batch goes on for up to {@link #MAX_READS_PER_BATCH} reads while each
- * read fills its buffer and no hold applies. A stage above may size reads itself ({@link
- * ReadTarget}) and may ask for free bytes before each fresh buffer's reader index ({@link
- * #headroom}).
+ * <p>How much: Netty's transports take a buffer only once the socket is readable (NIO, epoll and
+ * Netty 4.2's io_uring after readiness; io_uring with a provided-buffer ring when data arrives,
+ * in one of the ring's buffers, which the policy does not size: it tells the stage above, {@link
+ * ReadTarget#readSizedByTransport}). Reads start at the maximum. A batch whose last read left
+ * its buffer short sizes the next read to what the whole batch got, rounded up to the pool's
+ * size class (at least half the size before, at least {@link #MIN_READ_BYTES}): a peer that
+ * sends in bursts gets one buffer a whole burst fits, so a burst takes one read and not a full
+ * one and then the rest, and a read that stalls mid-message pins little more than it holds. A
+ * read that fills its buffer goes back to the maximum at once. A batch goes on for up to {@link
+ * #MAX_READS_PER_BATCH} reads while each read fills its buffer and no hold applies. A stage
+ * above may size reads itself ({@link ReadTarget}) and may ask for free bytes before each fresh
+ * buffer's reader index ({@link #headroom}).
  *
  * <p>The policy is also the channel's {@link RecvByteBufAllocator}, its handle and its sweep
  * timer's task: one object per connection end (Netty's adaptive handle with its calculator and
@@ -145,6 +146,12 @@ public final class ReadPolicy
      * cuts may stay in it.
      */
     int nextReadBytes();
+
+    /**
+     * The next read is not the policy's: the transport picked its buffer, of {@code bytes}
+     * (io_uring with a provided-buffer ring), so neither method above sized it.
+     */
+    default void readSizedByTransport(int bytes) {}
   }
 
   private final ReadBudget budget;
@@ -176,6 +183,8 @@ public final class ReadPolicy
   private byte sweepBackoff;
   /** What the transport tried to read into the last buffer. */
   private int attemptedBytes;
+  /** {@link #allocate} gave the read under way its buffer. */
+  private boolean allocated;
   /** The channel's pool rounds sizes up by more than a quarter: {@link #roomyBuffer} is off. */
   private boolean coarsePool;
   /** What the last read got (negative at the end of stream). */
@@ -232,7 +241,7 @@ public final class ReadPolicy
     this.timer = ctx.channel() instanceof EmbeddedChannel
         ? new LoopTimer(ctx.executor()) : Wheel.TIMER;
     ctx.channel().config().setAutoRead(false);
-    // With an io_uring buffer ring the kernel picks the buffer and this handle is unused.
+    // With an io_uring buffer ring the kernel picks the buffer: allocate is not called.
     ctx.channel().config().setRecvByteBufAllocator(this);
     readIfReady();
   }
@@ -438,6 +447,7 @@ public final class ReadPolicy
    */
   @Override
   public ByteBuf allocate(ByteBufAllocator alloc) {
+    allocated = true;
     ReadTarget into = target;
     if (into != null) {
       ByteBuf buf = into.nextReadBuffer();
@@ -499,9 +509,14 @@ public final class ReadPolicy
     return lastBytes;
   }
 
+  /** Also tells the target when the transport picked the read's buffer itself. */
   @Override
   public void attemptedBytesRead(int bytes) {
     attemptedBytes = bytes;
+    if (!allocated && target != null) {
+      target.readSizedByTransport(bytes);
+    }
+    allocated = false;
   }
 
   @Override

@@ -7,7 +7,13 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.PooledByteBufAllocator;
 import io.netty.channel.embedded.EmbeddedChannel;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.List;
+import java.util.logging.Handler;
+import java.util.logging.Level;
+import java.util.logging.LogRecord;
+import java.util.logging.Logger;
 import org.junit.jupiter.api.Test;
 
 class RecordFramingTest {
@@ -102,6 +108,76 @@ class RecordFramingTest {
     ch.writeInbound(rest);
     assertArrayEquals(Arrays.copyOfRange(r, 5, r.length), h.plaintext.toByteArray());
     assertEquals(0, h.layer.heldBytes());
+    ch.finishAndReleaseAll();
+  }
+
+  /** The warnings {@link RecordFraming} logs while {@code run} runs, from a fresh process state. */
+  private static List<String> ringWarnings(Runnable run) {
+    Logger logger = Logger.getLogger(RecordFraming.class.getName());
+    List<String> warnings = new ArrayList<>();
+    Handler handler = new Handler() {
+      @Override
+      public void publish(LogRecord record) {
+        if (record.getLevel().intValue() >= Level.WARNING.intValue()) {
+          warnings.add(new java.util.logging.SimpleFormatter().formatMessage(record));
+        }
+      }
+
+      @Override
+      public void flush() {}
+
+      @Override
+      public void close() {}
+    };
+    RecordFraming.warnedOfRing.set(false);
+    RecordFraming.largestTransportBuffer.set(0);
+    logger.addHandler(handler);
+    try {
+      run.run();
+    } finally {
+      logger.removeHandler(handler);
+      RecordFraming.warnedOfRing.set(false);
+      RecordFraming.largestTransportBuffer.set(0);
+    }
+    return warnings;
+  }
+
+  @Test
+  void aRingOfSmallBuffersIsWarnedOfOnceAndARingOfTwoMebibytesForTlsRecordsNot() {
+    TestRecordLayer.Handler h = new TestRecordLayer.Handler(TestRecordLayer.tlsLike());
+    EmbeddedChannel ch = new EmbeddedChannel(h);
+    List<String> none = ringWarnings(() -> {
+      h.layer.readSizedByTransport(49152);
+      ch.writeInbound(pooled(record(LARGEST - 5, 1), 0, LARGEST));
+      h.layer.readSizedByTransport(RecordFraming.RING_BUFFER_BYTES);
+      // An incremental ring's partly used buffer: the ring's buffers are the largest seen.
+      h.layer.readSizedByTransport(49152);
+    });
+    assertEquals(List.of(), none, "no record before the first read; then a ring of 2 MiB");
+    List<String> once = ringWarnings(() -> {
+      h.layer.readSizedByTransport(49152);
+      h.layer.readSizedByTransport(49152);
+    });
+    assertEquals(1, once.size(), once::toString);
+    assertTrue(once.get(0).contains("records of " + LARGEST + " bytes"), once.get(0));
+    assertTrue(once.get(0).contains("ring of 49152-byte buffers"), once.get(0));
+    assertTrue(once.get(0).contains("IO_URING_BUFFER_GROUP_ID"), once.get(0));
+    ch.finishAndReleaseAll();
+  }
+
+  @Test
+  void aRingIsWarnedOfForRecordsLargerThanTlsOnesWhateverItsBuffers() {
+    TestRecordLayer layer = new TestRecordLayer(4, header -> 4 + (int) header);
+    TestRecordLayer.Handler h = new TestRecordLayer.Handler(layer);
+    EmbeddedChannel ch = new EmbeddedChannel(h);
+    byte[] r = new byte[4 + RecordFraming.RING_RECORD_BYTES + 1];
+    r[1] = (byte) ((r.length - 4) >>> 16);
+    r[2] = (byte) ((r.length - 4) >>> 8);
+    r[3] = (byte) (r.length - 4);
+    ch.writeInbound(pooled(r, 0, r.length));
+    List<String> once = ringWarnings(() -> layer.readSizedByTransport(8 << 20));
+    assertEquals(1, once.size(), once::toString);
+    assertTrue(once.get(0).contains("records of " + r.length + " bytes"), once.get(0));
     ch.finishAndReleaseAll();
   }
 

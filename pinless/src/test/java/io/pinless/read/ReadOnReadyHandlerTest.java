@@ -83,9 +83,11 @@ class ReadOnReadyHandlerTest {
         () -> new ReadOnReadyHandler(new ReadBudget(1000), false, 65537));
   }
 
-  /** A stage above that sizes every fresh read. */
+  /** A stage above that sizes every fresh read and counts the reads it did not size. */
   private static final class SizingTarget implements ReadPolicy.ReadTarget {
     final int readBytes;
+    /** The buffer sizes of the reads the transport sized, in order. */
+    final java.util.List<Integer> transportSized = new java.util.ArrayList<>();
 
     SizingTarget(int readBytes) {
       this.readBytes = readBytes;
@@ -99,6 +101,11 @@ class ReadOnReadyHandlerTest {
     @Override
     public int nextReadBytes() {
       return readBytes;
+    }
+
+    @Override
+    public void readSizedByTransport(int bytes) {
+      transportSized.add(bytes);
     }
   }
 
@@ -117,6 +124,27 @@ class ReadOnReadyHandlerTest {
     } finally {
       buf.release();
     }
+    ch.finishAndReleaseAll();
+  }
+
+  @Test
+  void aReadWhoseBufferTheTransportPickedIsToldToTheStageAbove() {
+    EmbeddedChannel ch = new EmbeddedChannel();
+    ReadOnReadyHandler reads = new ReadOnReadyHandler(new ReadBudget(1000), false);
+    ch.pipeline().addLast(reads);
+    SizingTarget target = new SizingTarget(4096);
+    reads.policy().target(target);
+    RecvByteBufAllocator.Handle handle = ch.config().getRecvByteBufAllocator().newHandle();
+    handle.reset(ch.config());
+    // NIO, epoll, io_uring without a ring: the policy's buffer.
+    ByteBuf buf = handle.allocate(io.netty.buffer.PooledByteBufAllocator.DEFAULT);
+    read(handle, buf.writableBytes(), 100);
+    buf.release();
+    assertEquals(java.util.List.of(), target.transportSized);
+    // io_uring with a provided-buffer ring: the kernel's buffer, no allocate.
+    read(handle, 2 << 20, 100);
+    read(handle, 65536, 100);
+    assertEquals(java.util.List.of(2 << 20, 65536), target.transportSized);
     ch.finishAndReleaseAll();
   }
 
