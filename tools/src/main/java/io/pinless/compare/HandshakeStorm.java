@@ -60,7 +60,8 @@ public final class HandshakeStorm {
     int warmUps = args.length > 2 ? Integer.parseInt(args[2]) : DEFAULT_WARM_UPS;
     if (connections < 1 || transport == null || warmUps < 0) {
       System.err.println(
-          "usage: HandshakeStorm [connections >= 1] [nio|epoll|io_uring] [warm-up storms >= 0]");
+          "usage: HandshakeStorm [connections >= 1] [nio|epoll|io_uring|io_uring_noring] "
+              + "[warm-up storms >= 0]");
       System.exit(2);
     }
     List<JsonObject> results = run(connections, transport, warmUps, System.out);

@@ -17,7 +17,8 @@ public final class Options {
       "  --variants a,b,...       which to run, in order (default pinless-alts,stock-alts,stock-plaintext;",
       "                           also pinless-plaintext, and pinless-tls and stock-tls: TLS over",
       "                           OpenSSL's engine with netty-tcnative present, else the JDK's)",
-      "  --transport t            nio, epoll or io_uring (io_uring with a provided-buffer ring; default nio)",
+      "  --transport t            nio (default), epoll, io_uring (with a provided-buffer ring: 2 MiB",
+      "                           buffers for ALTS and TLS, 48 KiB for plaintext) or io_uring_noring",
       "  --clients n              concurrent clients (connections) in the download and 1 KiB phases (default 4)",
       "  --idle-connections n     connections opened and left idle in the idle phase (default 1000)",
       "  --phases p,q,...         which phases run: download, small, idle (default all three)",
@@ -204,7 +205,8 @@ public final class Options {
       case "--transport":
         transport = Transport.byName(value);
         if (transport == null) {
-          throw new UsageException("unknown transport " + value + " (nio, epoll or io_uring)");
+          throw new UsageException(
+              "unknown transport " + value + " (nio, epoll, io_uring or io_uring_noring)");
         }
         break;
       case "--clients":

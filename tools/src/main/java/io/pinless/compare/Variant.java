@@ -33,8 +33,10 @@ import io.netty.channel.uring.IoUringIoHandler;
 import io.netty.channel.uring.IoUringIoHandlerConfig;
 import io.netty.channel.uring.IoUringServerSocketChannel;
 import io.netty.channel.uring.IoUringSocketChannel;
+import io.pinless.connection.RecordFraming;
 import io.pinless.grpc.PinlessChannelCredentials;
 import io.pinless.grpc.PinlessServerCredentials;
+import io.pinless.read.ReadPolicy;
 import io.pinless.testing.TestCertificates;
 import io.netty.handler.ssl.ClientAuth;
 import io.netty.handler.ssl.OpenSsl;
@@ -112,21 +114,21 @@ enum Variant {
       throws IOException {
     switch (this) {
       case PINLESS_ALTS:
-        return new NettyStack(transport,
+        return new NettyStack(transport, ringBufferBytes(),
             PinlessServerCredentials.altsBuilder().handshakerAddress(handshakers[1]).build(),
             PinlessChannelCredentials.altsBuilder().handshakerAddress(handshakers[0]).build());
       case PINLESS_PLAINTEXT:
-        return new NettyStack(transport,
+        return new NettyStack(transport, ringBufferBytes(),
             PinlessServerCredentials.insecure(), PinlessChannelCredentials.insecure());
       case STOCK_PLAINTEXT:
-        return new NettyStack(transport,
+        return new NettyStack(transport, ringBufferBytes(),
             InsecureServerCredentials.create(), InsecureChannelCredentials.create());
       case PINLESS_TLS:
-        return new NettyStack(transport,
+        return new NettyStack(transport, ringBufferBytes(),
             PinlessServerCredentials.tls(serverTlsContext(serverIdentity)),
             PinlessChannelCredentials.tls(clientTlsContext()));
       case STOCK_TLS:
-        return new NettyStack(transport,
+        return new NettyStack(transport, ringBufferBytes(),
             NettySslContextServerCredentials.create(serverTlsContext(serverIdentity)),
             NettySslContextChannelCredentials.create(clientTlsContext()));
       case STOCK_ALTS:
@@ -138,6 +140,14 @@ enum Variant {
       default:
         throw new AssertionError(this);
     }
+  }
+
+  /**
+   * The buffers of this variant's io_uring ring: for ALTS and TLS the README's 2 MiB, so TLS
+   * records are opened in place from its reads; for plaintext the read policy's 48 KiB.
+   */
+  int ringBufferBytes() {
+    return alts || tls() ? RecordFraming.RING_BUFFER_BYTES : ReadPolicy.MAX_READ_BYTES;
   }
 
   /** Whether this variant runs pinless (whose metrics count its copies). */
@@ -288,6 +298,8 @@ enum Variant {
   /** grpc-netty on the project's Netty. */
   private static final class NettyStack extends LoopbackStack {
     private final Transport transport;
+    /** The ring's buffer size (io_uring with a ring only). */
+    private final int ringBufferBytes;
     private final ServerCredentials serverCreds;
     private final ChannelCredentials channelCreds;
     private final PooledByteBufAllocator alloc = PooledByteBufAllocator.DEFAULT;
@@ -295,8 +307,10 @@ enum Variant {
     private final EventLoopGroup serverGroup;
     private final EventLoopGroup clientGroup;
 
-    NettyStack(Transport transport, ServerCredentials serverCreds, ChannelCredentials channelCreds) {
+    NettyStack(Transport transport, int ringBufferBytes, ServerCredentials serverCreds,
+        ChannelCredentials channelCreds) {
       this.transport = transport;
+      this.ringBufferBytes = ringBufferBytes;
       this.serverCreds = serverCreds;
       this.channelCreds = channelCreds;
       this.serverGroup = new MultiThreadIoEventLoopGroup(1, ioHandler(serverAlloc));
@@ -310,14 +324,21 @@ enum Variant {
           return NioIoHandler.newFactory();
         case EPOLL:
           return EpollIoHandler.newFactory();
+        case IO_URING_NO_RING:
+          return IoUringIoHandler.newFactory();
         default:
-          return IoUringIoHandler.newFactory(new IoUringIoHandlerConfig().setBufferRingConfig(
-              IoUringBufferRingConfig.builder()
-                  .bufferGroupId(RING_GROUP)
-                  .bufferRingSize((short) 64)
-                  .batchSize(16)
-                  .allocator(new IoUringFixedBufferRingAllocator(alloc, io.pinless.read.ReadPolicy.MAX_READ_BYTES))
-                  .build()));
+          // The README's ring for records takes a buffer of its own per read (not incremental).
+          boolean records = ringBufferBytes >= RecordFraming.RING_BUFFER_BYTES;
+          IoUringBufferRingConfig.Builder ring = IoUringBufferRingConfig.builder()
+              .bufferGroupId(RING_GROUP)
+              .bufferRingSize((short) (records ? 16 : 64))
+              .batchSize(records ? 8 : 16)
+              .allocator(new IoUringFixedBufferRingAllocator(alloc, ringBufferBytes));
+          if (records) {
+            ring.incremental(false);
+          }
+          return IoUringIoHandler.newFactory(
+              new IoUringIoHandlerConfig().setBufferRingConfig(ring.build()));
       }
     }
 
@@ -412,7 +433,7 @@ enum Variant {
 
     ShadedStack(Transport transport, ServerCredentials serverCreds, ChannelCredentials channelCreds) {
       this.requested = transport;
-      this.transport = transport == Transport.IO_URING ? Transport.EPOLL : transport;
+      this.transport = transport.ioUring() ? Transport.EPOLL : transport;
       this.serverCreds = serverCreds;
       this.channelCreds = channelCreds;
       this.serverGroup = newGroup();

@@ -450,6 +450,8 @@ class CompareTest {
     assertEquals(List.of(Variant.STOCK_PLAINTEXT, Variant.PINLESS_PLAINTEXT),
         Options.parse("--variants", "stock-plaintext,pinless-plaintext").variants);
     assertEquals(Transport.IO_URING, Options.parse("--transport", "io_uring").transport);
+    assertEquals(Transport.IO_URING_NO_RING,
+        Options.parse("--transport", "io_uring_noring").transport);
   }
 
   @Test
