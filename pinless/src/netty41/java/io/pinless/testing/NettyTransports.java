@@ -54,6 +54,11 @@ public final class NettyTransports {
     }
   }
 
+  /** Whether {@link Socket#IO_URING} is Netty 4.1's incubator transport: it is. */
+  public static boolean incubatorIoUring() {
+    return true;
+  }
+
   /** An NIO event loop group of {@code threads} threads. */
   public static EventLoopGroup nio(int threads) {
     return group(Socket.NIO, threads);

@@ -71,6 +71,11 @@ public final class NettyTransports {
     }
   }
 
+  /** Whether {@link Socket#IO_URING} is Netty 4.1's incubator transport: it is Netty 4.2's own. */
+  public static boolean incubatorIoUring() {
+    return false;
+  }
+
   /** An NIO event loop group of {@code threads} threads. */
   public static EventLoopGroup nio(int threads) {
     return group(Socket.NIO, threads);

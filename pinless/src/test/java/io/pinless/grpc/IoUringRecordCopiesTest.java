@@ -4,6 +4,7 @@ import static io.pinless.grpc.TestService.message;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeFalse;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.grpc.CallOptions;
@@ -71,6 +72,10 @@ class IoUringRecordCopiesTest {
   @MethodSource("opensInPlace")
   void recordsAreOpenedInPlaceAndTheIdleConnectionHoldsNoBuffer(Socket socket,
       Transport transport) throws Exception {
+    // Netty 4.1's incubator io_uring may leave a read pending, with its buffer, on an idle
+    // connection, and its ALTS downloads copy 0.05-0.08: the README promises neither for it.
+    assumeFalse(socket == Socket.IO_URING && NettyTransports.incubatorIoUring(),
+        "Netty 4.1's incubator io_uring");
     double copies = downloadCopiesPerByte(socket, transport);
     assertTrue(copies <= IN_PLACE, transport + " over " + socket + ": " + copies
         + " copies per payload byte besides the cipher's");
