@@ -141,7 +141,7 @@ final class NettyNegotiators {
         new ServerFactory(new Security(stages, null, null)));
   }
 
-  /** ALTS with the pinless pipeline (grpc-netty has no ALTS of its own to fall back to). */
+  /** ALTS with the pinless pipeline, whatever the switch says: grpc-netty has no ALTS. */
   static ChannelCredentials altsClientCredentials(AltsOptions alts) {
     return InternalNettyChannelCredentials.create(
         new ClientFactory(new Security(null, alts, null)));

@@ -14,7 +14,7 @@ import java.util.concurrent.TimeUnit;
  * with {@code Grpc.newChannelBuilder(target, creds)} or {@code NettyChannelBuilder.forAddress(host,
  * port, creds)}, with any event loop (NIO, epoll, io_uring) and channel type the builder is given,
  * Unix domain sockets included. With {@code -Dpinless.enabled=false} (or {@code
- * PINLESS_ENABLED=false}) the same credentials build grpc-netty's stock pipeline.
+ * PINLESS_ENABLED=false}) the same credentials build grpc-netty's own pipeline.
  *
  * <p>A pinless connection advertises an HTTP/2 SETTINGS_MAX_FRAME_SIZE of 64 KiB (16 KiB is
  * HTTP/2's default and grpc-netty's), so its peer sends DATA in fewer, larger frames; {@code
@@ -46,7 +46,7 @@ public final class PinlessChannelCredentials {
    * for one, and the transport attributes carry {@code Grpc.TRANSPORT_ATTR_SSL_SESSION} and
    * {@code SecurityLevel.PRIVACY_AND_INTEGRITY}. The handshake's delegated tasks run off the
    * event loop; it fails with UNAVAILABLE after 20 s. With {@code -Dpinless.enabled=false} the
-   * same call returns grpc-netty's stock TLS credentials over {@code context}.
+   * same call returns grpc-netty's own TLS credentials over {@code context}.
    *
    * @throws IllegalArgumentException if {@code context} is a server context or offers no ALPN
    *     {@code h2}
@@ -84,7 +84,7 @@ public final class PinlessChannelCredentials {
 
   /**
    * As {@link #tls(SslContext)}, with the handshake failing after {@code handshakeTimeout}
-   * instead of 20 s (with {@code -Dpinless.enabled=false}, grpc-netty's deadline applies).
+   * instead of 20 s (grpc-netty's own deadline when {@code pinless.enabled} is false).
    *
    * @throws IllegalArgumentException as {@link #tls(SslContext)}, or if the timeout is not
    *     positive

@@ -16,9 +16,9 @@ import javax.net.ssl.SSLSession;
  * Whether a TLS server's certificate is valid for an authority a call names itself ({@code
  * CallOptions.withAuthority}): the certificate's subject alternative names, DNS names with a
  * wildcard allowed only as the whole leftmost label (RFC 6125), IP addresses compared as
- * addresses. The handshake verifies the chain. gRPC asks this once per authority and
- * connection; by default it logs a mismatch, and fails the call when {@code
- * GRPC_ENABLE_PER_RPC_AUTHORITY_CHECK} is set, as grpc-netty's TLS does.
+ * addresses; the handshake verifies the chain. gRPC asks once per authority and connection.
+ * A mismatch is logged, and fails the call when {@code GRPC_ENABLE_PER_RPC_AUTHORITY_CHECK} is
+ * set: grpc-netty's TLS behaves the same.
  */
 final class TlsAuthority {
   /** Subject alternative name types (RFC 5280): dNSName and iPAddress. */
