@@ -116,6 +116,9 @@ class HandshakerCallsTest {
       second.shutdownGracefully(0, 0, TimeUnit.SECONDS).sync();
       // The first handshake ends: its slot would go to the second, whose event loop is gone.
       holder.close().sync();
+      // The close task completes the promise, then queues channelInactive: once a task queued
+      // after the close task has run, a second one runs after channelInactive.
+      holder.eventLoop().submit(() -> {}).sync();
       holder.eventLoop().submit(() -> {}).sync();
 
       assertEquals(0, calls.outstanding(), "slots held");
