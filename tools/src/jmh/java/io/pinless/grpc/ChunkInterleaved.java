@@ -6,6 +6,7 @@ import io.grpc.InsecureServerCredentials;
 import io.grpc.ManagedChannel;
 import io.grpc.MethodDescriptor;
 import io.grpc.Server;
+import io.grpc.ServerCredentials;
 import io.grpc.alts.AltsChannelCredentials;
 import io.grpc.alts.AltsServerCredentials;
 import io.grpc.protobuf.lite.ProtoLiteUtils;
@@ -54,13 +55,17 @@ import java.util.function.Consumer;
  *   <li>{@code stock}: grpc-netty's plaintext credentials, chunks parsed by {@code
  *       ProtoLiteUtils}' marshaller;
  *   <li>{@code pinless-alts}: pinless's ALTS credentials, the zero-copy marshaller;
- *   <li>{@code stock-alts}: grpc-alts (on grpc-netty-shaded), protobuf's marshaller.
+ *   <li>{@code stock-alts}: grpc-alts (on grpc-netty-shaded), protobuf's marshaller;
+ *   <li>{@code pinless-tls} and {@code stock-tls}: TLS on the JDK's engine, pinless's credentials
+ *       with the zero-copy marshaller and grpc-netty's with protobuf's; {@code
+ *       pinless-tls-openssl} and {@code stock-tls-openssl} the same on OpenSSL's engine.
  * </ul>
  * Variants come in pairs, and each pair's ratios are the first over the second: {@code
  * pinless,stock,stock,stock} gives pinless over stock and a stock-against-stock control. The
  * control shows how far two identical clients differ; read a pair's interval against it. Every
- * plaintext client connects to one stock grpc-netty server and every ALTS client to one grpc-alts
- * server, both running {@link ChunkService}: each chunk's data is a view of one pattern made once,
+ * plaintext client connects to one stock grpc-netty server, every TLS client to one stock
+ * grpc-netty server per engine, and every ALTS client to one grpc-alts server, all running
+ * {@link ChunkService}: each chunk's data is a view of one pattern made once,
  * so the server's work per byte is gRPC's own (framing, writing, and for ALTS sealing), the same
  * for every client. What differs is the receive path.
  *
@@ -79,7 +84,7 @@ public final class ChunkInterleaved {
   private static final com.sun.management.ThreadMXBean THREADS =
       (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
   /** Each call downloads this much (whole chunks). */
-  private static final int BYTES_PER_CALL = 64 << 20;
+  static final int BYTES_PER_CALL = 64 << 20;
   private static final int MAX_MESSAGE_BYTES = 64 << 20;
 
   private ChunkInterleaved() {}
@@ -108,7 +113,7 @@ public final class ChunkInterleaved {
   }
 
   /** One client, connected: its channel, its event loop thread, and what shuts it down. */
-  private record Client(String variant, ManagedChannel channel, long loopThread,
+  record Client(String variant, ManagedChannel channel, long loopThread,
       MethodDescriptor<ChunkRequest, Chunk> method, Receiving receiving, AutoCloseable loops) {
     long download(int count, int size) throws Exception {
       return ChunkDownloads.download(channel, method, count, size, receiving.release())
@@ -127,7 +132,7 @@ public final class ChunkInterleaved {
   }
 
   /** One window's figures; per byte means per payload byte. */
-  private record Window(long payloadBytes, double megabytesPerSecond, double loopCpuPerByte,
+  record Window(long payloadBytes, double megabytesPerSecond, double loopCpuPerByte,
       double cpuPerByte, double loopHeapPerByte, double heapPerByte) {
     static final String[] NAMES = {
       "MB/s", "loop CPU ns/B", "process CPU ns/B", "loop heap B/B", "process heap B/B"};
@@ -149,9 +154,11 @@ public final class ChunkInterleaved {
   }
 
   /** The servers both variants of a pair share, and the local ALTS handshakers. */
-  private static final class Servers implements AutoCloseable {
+  static final class Servers implements AutoCloseable {
     private final List<AutoCloseable> closing = new ArrayList<>();
     private Server plaintext;
+    private Server tlsJdk;
+    private Server tlsOpenSsl;
     private Server alts;
     private Server clientHandshaker;
     private Server serverHandshaker;
@@ -159,9 +166,16 @@ public final class ChunkInterleaved {
     /** The stock grpc-netty plaintext server, started on first use. */
     Server plaintext() throws Exception {
       if (plaintext == null) {
-        EventLoopGroup group = new MultiThreadIoEventLoopGroup(1, NioIoHandler.newFactory());
-        plaintext = io.grpc.netty.NettyServerBuilder
-            .forAddress(new InetSocketAddress("127.0.0.1", 0), InsecureServerCredentials.create())
+        plaintext = stock(InsecureServerCredentials.create());
+      }
+      return plaintext;
+    }
+
+    /** A stock grpc-netty server on an event loop thread of its own. */
+    private Server stock(ServerCredentials creds) throws Exception {
+      EventLoopGroup group = new MultiThreadIoEventLoopGroup(1, NioIoHandler.newFactory());
+      Server server = io.grpc.netty.NettyServerBuilder
+            .forAddress(new InetSocketAddress("127.0.0.1", 0), creds)
             .bossEventLoopGroup(group)
             .workerEventLoopGroup(group)
             .channelType(NioServerSocketChannel.class)
@@ -170,10 +184,24 @@ public final class ChunkInterleaved {
             .addService(ChunkService.service())
             .build()
             .start();
-        closing.add(() -> group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync());
-        closing.add(stopping(plaintext));
+      closing.add(() -> group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync());
+      closing.add(stopping(server));
+      return server;
+    }
+
+    /** The stock grpc-netty TLS server on the JDK's or OpenSSL's engine, started on first use. */
+    Server tls(boolean openssl) throws Exception {
+      Server server = openssl ? tlsOpenSsl : tlsJdk;
+      if (server == null) {
+        server = stock(BenchTransport.credentials(openssl ? "stock-tls-openssl" : "stock-tls")
+            .server());
+        if (openssl) {
+          tlsOpenSsl = server;
+        } else {
+          tlsJdk = server;
+        }
       }
-      return plaintext;
+      return server;
     }
 
     /** The client's handshaker address, the handshakers started on first use. */
@@ -351,8 +379,17 @@ public final class ChunkInterleaved {
             + " per pair: MB/s ratio)").toString();
   }
 
-  private static Client open(String variant, Servers servers) throws Exception {
+  /** A connected client of {@code variant} (see the class comment) to its server in {@code servers}. */
+  static Client open(String variant, Servers servers) throws Exception {
     switch (variant) {
+      case "pinless-tls":
+      case "pinless-tls-openssl":
+        return netty(variant, servers.tls(variant.endsWith("openssl")),
+            BenchTransport.credentials(variant).channel(), Receiving.zeroCopy());
+      case "stock-tls":
+      case "stock-tls-openssl":
+        return netty(variant, servers.tls(variant.endsWith("openssl")),
+            BenchTransport.credentials(variant).channel(), Receiving.protobuf());
       case "pinless":
         return netty(variant, servers.plaintext(), PinlessChannelCredentials.insecure(),
             Receiving.zeroCopy());
@@ -371,7 +408,8 @@ public final class ChunkInterleaved {
             Receiving.protobuf());
       default:
         throw new IllegalArgumentException(
-            "unknown variant " + variant + " (pinless, stock, pinless-alts or stock-alts)");
+            "unknown variant " + variant + " (pinless, stock, pinless-alts, stock-alts, "
+                + "pinless-tls, stock-tls, pinless-tls-openssl or stock-tls-openssl)");
     }
   }
 
@@ -412,29 +450,42 @@ public final class ChunkInterleaved {
   /** Downloads until {@code seconds} have passed (whole calls); returns the window's figures. */
   private static Window window(Client client, int count, int size, double seconds)
       throws Exception {
+    return window(() -> client.download(count, size), client.loopThread(), seconds);
+  }
+
+  /** One download; returns the payload bytes received. */
+  interface Download {
+    long run() throws Exception;
+  }
+
+  /**
+   * Runs {@code download} until {@code seconds} have passed (whole downloads); returns the
+   * window's figures, the loop's those of thread {@code loopThread}.
+   */
+  static Window window(Download download, long loopThread, double seconds) throws Exception {
     long heap = Interleaved.allocatedBytes();
-    long loopHeap = THREADS.getThreadAllocatedBytes(client.loopThread());
+    long loopHeap = THREADS.getThreadAllocatedBytes(loopThread);
     long cpu = ReadPathBenchmark.Bytes.processCpuNanos();
-    long loopCpu = THREADS.getThreadCpuTime(client.loopThread());
+    long loopCpu = THREADS.getThreadCpuTime(loopThread);
     long start = System.nanoTime();
     long end = start + (long) (seconds * 1e9);
     long payload = 0;
     long now;
     do {
-      payload += client.download(count, size);
+      payload += download.run();
       now = System.nanoTime();
     } while (now < end);
     double p = payload;
     return new Window(
         payload,
         payload * 1e3 / (now - start),
-        (THREADS.getThreadCpuTime(client.loopThread()) - loopCpu) / p,
+        (THREADS.getThreadCpuTime(loopThread) - loopCpu) / p,
         (ReadPathBenchmark.Bytes.processCpuNanos() - cpu) / p,
-        (THREADS.getThreadAllocatedBytes(client.loopThread()) - loopHeap) / p,
+        (THREADS.getThreadAllocatedBytes(loopThread) - loopHeap) / p,
         (Interleaved.allocatedBytes() - heap) / p);
   }
 
-  private static double median(double[] values) {
+  static double median(double[] values) {
     double[] sorted = values.clone();
     Arrays.sort(sorted);
     int n = sorted.length;
