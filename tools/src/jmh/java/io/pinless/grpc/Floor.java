@@ -43,7 +43,10 @@ import javax.net.ssl.SSLSession;
  * <ul>
  *   <li>{@code raw}: a loopback TCP connection read by plain blocking NIO into one direct buffer
  *       of {@value RawSocket#READ_BYTES} bytes, its sender a thread writing one direct buffer; the
- *       reading thread is its "loop";
+ *       reading thread is its "loop". This is the floor.
+ *   <li>{@code raw-held}: the same, each read landing after the one before in a direct area of
+ *       two chunks, as a receiver that keeps each message whole in memory (a zero-copy one) must:
+ *       the bytes land in memory the cache no longer holds. Shown beside the floor, not in it.
  *   <li>per transport, pinless with the zero-copy marshaller and stock with protobuf's, as {@link
  *       ChunkInterleaved} runs them ({@code plaintext}: {@code pinless}, {@code stock}; {@code
  *       tls} and {@code tls-openssl}: the JDK's and OpenSSL's engine; {@code alts});
@@ -78,9 +81,12 @@ public final class Floor {
     Map<String, Source> sources = new LinkedHashMap<>();
     List<AutoCloseable> closing = new ArrayList<>();
     try (ChunkInterleaved.Servers servers = new ChunkInterleaved.Servers()) {
-      RawSocket raw = new RawSocket();
+      RawSocket raw = new RawSocket(RawSocket.READ_BYTES);
       closing.add(raw);
       sources.put("raw", new Source(() -> raw.download(bytesPerCall), raw.loopThread));
+      RawSocket held = new RawSocket(2 * chunkBytes);
+      closing.add(held);
+      sources.put("raw-held", new Source(() -> held.download(bytesPerCall), held.loopThread));
       for (String transport : transports) {
         String[] variants = variants(transport);
         for (String variant : variants) {
@@ -165,7 +171,7 @@ public final class Floor {
     }
     System.out.printf(Locale.ROOT, "%n%s: medians (MB/s; CPU ns per byte, loop / process)%n",
         transport);
-    List<String> shown = new ArrayList<>(List.of("raw"));
+    List<String> shown = new ArrayList<>(List.of("raw", "raw-held"));
     if (cipher != null) {
       shown.add("cipher-" + transport);
     }
@@ -290,6 +296,8 @@ public final class Floor {
   /**
    * The floor's transport: one loopback TCP connection, a thread writing each download's bytes
    * from one direct buffer and a thread reading them into another, blocking NIO, nothing else.
+   * Reads ask for up to {@link #READ_BYTES}, each after the one before in an area of {@code
+   * areaBytes}, from its start again once it is full.
    */
   static final class RawSocket implements AutoCloseable {
     /** The reader's buffer: every read asks for up to this much. */
@@ -301,11 +309,12 @@ public final class Floor {
     private final SocketChannel sending;
     private final SynchronousQueue<Long> requests = new SynchronousQueue<>();
     private final ExecutorService reader = Executors.newSingleThreadExecutor();
-    private final ByteBuffer in = ByteBuffer.allocateDirect(READ_BYTES);
+    private final ByteBuffer area;
     private final Thread sender;
     final long loopThread;
 
-    RawSocket() throws Exception {
+    RawSocket(int areaBytes) throws Exception {
+      area = ByteBuffer.allocateDirect(areaBytes);
       listener = ServerSocketChannel.open().bind(new InetSocketAddress("127.0.0.1", 0));
       reading = SocketChannel.open(listener.getLocalAddress());
       sending = listener.accept();
@@ -342,8 +351,11 @@ public final class Floor {
         requests.put(bytes);
         long got = 0;
         while (got < bytes) {
-          in.clear();
-          int n = reading.read(in);
+          if (!area.hasRemaining()) {
+            area.clear();
+          }
+          area.limit(Math.min(area.capacity(), area.position() + READ_BYTES));
+          int n = reading.read(area);
           if (n < 0) {
             throw new IllegalStateException("the raw connection closed");
           }
