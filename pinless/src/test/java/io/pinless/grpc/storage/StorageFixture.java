@@ -19,6 +19,7 @@ import io.grpc.Server;
 import io.grpc.netty.NettyServerBuilder;
 import io.netty.handler.ssl.ClientAuth;
 import io.netty.handler.ssl.SslProvider;
+import io.pinless.testing.FakeStorage;
 import io.pinless.testing.TestCertificates;
 import java.io.IOException;
 import java.io.OutputStream;
