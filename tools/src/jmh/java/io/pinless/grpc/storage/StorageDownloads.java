@@ -52,10 +52,10 @@ import java.util.stream.Stream;
  * 95% confidence interval ({@link Interleaved#summarize}).
  *
  * <p>Class path: the client needs the protobuf-java and Guava that its BOM names, which are not
- * the tools' own. The build copies them into {@code tools/target/storage-runtime}, and every JVM
- * started here has them ahead of this JVM's class path (a shaded jar's older copies are then
- * never loaded; separate jars of them are left out). {@code -Dpinless.storage.runtime=DIR} names
- * another directory. The leak detector level of this JVM ({@code io.netty.leakDetection.level},
+ * the tools' own, and its SLF4J API, which the tools leave out. The build copies them into {@code
+ * tools/target/storage-runtime}, and every JVM started here has them ahead of this JVM's class
+ * path (a shaded jar's older copies are then never loaded; separate jars of them are left out).
+ * {@code -Dpinless.storage.runtime=DIR} names another directory. The leak detector level of this JVM ({@code io.netty.leakDetection.level},
  * default disabled) is passed to both Netty copies of every JVM; a leak report fails the run.
  */
 public final class StorageDownloads {
@@ -69,17 +69,22 @@ public final class StorageDownloads {
   /** A client JVM to run in each round: its API, its variant, and its label in the output. */
   record Run(String api, String variant, String label) {}
 
-  /** A figure compared between variants: its name and how to read it from a JVM's figures. */
-  private record Figure(String name, ToDoubleFunction<DownloadFigures> value) {}
+  /**
+   * A figure compared between variants: its name, how to read it from a JVM's figures, and the
+   * unit its medians are printed in.
+   */
+  private record Figure(String name, ToDoubleFunction<DownloadFigures> value, double unit) {}
+
+  private static final double MIB = 1 << 20;
 
   private static final List<Figure> FIGURES = List.of(
-      new Figure("MB/s", DownloadFigures::megabytesPerSecond),
-      new Figure("CPU ns/B", DownloadFigures::cpuNanosPerByte),
-      new Figure("pinned mean", DownloadFigures::pinnedMean),
-      new Figure("pinned peak", DownloadFigures::pinnedPeak),
-      new Figure("reserved mean", DownloadFigures::reservedMean),
-      new Figure("reserved peak", DownloadFigures::reservedPeak),
-      new Figure("heap after GC", DownloadFigures::heapAfterGc));
+      new Figure("MB/s", DownloadFigures::megabytesPerSecond, 1),
+      new Figure("CPU ns/B", DownloadFigures::cpuNanosPerByte, 1),
+      new Figure("pinned MiB mean", DownloadFigures::pinnedMean, MIB),
+      new Figure("pinned MiB peak", DownloadFigures::pinnedPeak, MIB),
+      new Figure("reserved MiB mean", DownloadFigures::reservedMean, MIB),
+      new Figure("reserved MiB peak", DownloadFigures::reservedPeak, MIB),
+      new Figure("heap MiB after GC", DownloadFigures::heapAfterGc, MIB));
 
   /** Runs the comparison; see the class comment for the arguments. */
   public static void main(String[] args) throws Exception {
@@ -130,7 +135,7 @@ public final class StorageDownloads {
   }
 
   private static String mib(long bytes) {
-    return String.format(Locale.ROOT, "%.2f", bytes / 1048576.0);
+    return String.format(Locale.ROOT, "%.2f", bytes / MIB);
   }
 
   /** Prints each figure's ratios for one API, and the direct shares seen. */
@@ -138,9 +143,10 @@ public final class StorageDownloads {
       DownloadFigures[] control, PrintStream out) {
     out.printf(Locale.ROOT, "%s, %d rounds:%n", api, stock.length);
     for (Figure figure : FIGURES) {
-      out.printf(Locale.ROOT, "%s %s, medians: pinless %.4g, stock %.4g, control %.4g%n", api,
-          figure.name(), median(pinless, figure.value()), median(stock, figure.value()),
-          median(control, figure.value()));
+      out.printf(Locale.ROOT, "%s %s, medians: pinless %.3f, stock %.3f, control %.3f%n", api,
+          figure.name(), median(pinless, figure.value()) / figure.unit(),
+          median(stock, figure.value()) / figure.unit(),
+          median(control, figure.value()) / figure.unit());
       ratios(api + " " + figure.name() + " pinless / stock", pinless, stock, figure.value(), out);
       ratios(api + " " + figure.name() + " control / stock", control, stock, figure.value(), out);
     }
