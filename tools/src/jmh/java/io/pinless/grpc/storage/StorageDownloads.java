@@ -75,6 +75,7 @@ public final class StorageDownloads {
    */
   private record Figure(String name, ToDoubleFunction<DownloadFigures> value, double unit) {}
 
+  /** Bytes in a MiB, for the memory figures. */
   private static final double MIB = 1 << 20;
 
   private static final List<Figure> FIGURES = List.of(
