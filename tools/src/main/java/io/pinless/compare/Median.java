@@ -10,7 +10,7 @@ import java.util.List;
 import java.util.Map;
 
 /** One variant's result from several rounds: every figure the median of the rounds'. */
-final class Median {
+public final class Median {
   private Median() {}
 
   /**
@@ -52,7 +52,7 @@ final class Median {
   }
 
   /** The median of {@code values} (not empty; left as it is), the mean of the middle two if even. */
-  static double median(List<Double> values) {
+  public static double median(List<Double> values) {
     List<Double> sorted = new ArrayList<>(values);
     Collections.sort(sorted);
     int n = sorted.size();

@@ -23,9 +23,10 @@ import javax.management.openmbean.CompositeData;
  * pooled direct bytes live buffers pin, the direct memory the pools reserved (the chunks they took
  * from the OS), and the buffers pinless's read budgets track. Over the whole window it counts the
  * process's CPU time and the heap bytes its threads allocated. The client's process and the server
- * end's each run one, over their own pools.
+ * end's each run one, over their own pools; so does each client process of the Cloud Storage
+ * download benchmark ({@code io.pinless.grpc.storage.StorageDownloads}).
  */
-final class MemoryMonitor implements AutoCloseable {
+public final class MemoryMonitor implements AutoCloseable {
   static final long SAMPLE_MILLIS = 50;
 
   private static final AtomicLong HEAP_AFTER_GC = new AtomicLong(-1);
@@ -56,7 +57,7 @@ final class MemoryMonitor implements AutoCloseable {
    * Starts watching this process: {@code pinnedDirect} reads the direct bytes its pools' live
    * buffers pin, {@code reservedDirect} the direct memory those pools reserved.
    */
-  MemoryMonitor(LongSupplier pinnedDirect, LongSupplier reservedDirect) {
+  public MemoryMonitor(LongSupplier pinnedDirect, LongSupplier reservedDirect) {
     listenToCollections();
     if (HEAP_AFTER_GC.get() < 0) {
       System.gc();
@@ -218,8 +219,13 @@ final class MemoryMonitor implements AutoCloseable {
    * arguments; mean and peak of each sampled figure, in bytes; the CPU nanoseconds the process
    * used, the heap bytes it allocated and the seconds its JIT compilers spent since the start.
    * Later calls return the same figures; call it from one thread.
+   *
+   * <p>The sampled figures are {@code pooledDirectPinned}, {@code poolReserved}, {@code
+   * heapAfterGc}, {@code inUse} and {@code pinlessHeldDownstream}, each as {@code <name>MeanBytes}
+   * and {@code <name>PeakBytes}; the totals are {@code cpuNanos}, {@code heapAllocatedBytes} and
+   * {@code jitSeconds}.
    */
-  JsonObject stop() throws InterruptedException {
+  public JsonObject stop() throws InterruptedException {
     if (stopped != null) {
       return stopped;
     }

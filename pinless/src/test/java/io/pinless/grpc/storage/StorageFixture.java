@@ -1,35 +1,23 @@
 package io.pinless.grpc.storage;
 
-import com.google.api.gax.grpc.GrpcInterceptorProvider;
 import com.google.cloud.NoCredentials;
 import com.google.cloud.ServiceOptions;
 import com.google.cloud.storage.Storage;
 import com.google.cloud.storage.StorageOptions;
-import com.google.protobuf.ByteString;
-import com.google.storage.v2.ReadObjectResponse;
-import io.grpc.CallOptions;
-import io.grpc.Channel;
-import io.grpc.ClientCall;
-import io.grpc.ClientInterceptor;
-import io.grpc.ForwardingClientCall.SimpleForwardingClientCall;
-import io.grpc.ForwardingClientCallListener.SimpleForwardingClientCallListener;
-import io.grpc.Metadata;
-import io.grpc.MethodDescriptor;
 import io.grpc.Server;
 import io.grpc.netty.NettyServerBuilder;
 import io.netty.handler.ssl.ClientAuth;
 import io.netty.handler.ssl.SslProvider;
+import io.pinless.testing.FakeStorage;
+import io.pinless.testing.ReadObjectContentWatch;
 import io.pinless.testing.TestCertificates;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.net.InetSocketAddress;
-import java.nio.ByteBuffer;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.security.KeyStore;
-import java.util.List;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * A {@link FakeStorage} on a stock grpc-netty server on loopback, and the Cloud Storage client
@@ -40,10 +28,10 @@ import java.util.concurrent.atomic.AtomicLong;
  * <p>The server is built with {@code NettyServerBuilder} itself, never through {@code
  * ServerBuilder}, so it is stock grpc-netty whatever provider is on.
  *
- * <p>The client's ReadObject responses are watched by an interceptor, after its marshaller parsed
- * them: {@link #directContentBytes()} counts content bytes that are views of direct buffers (what
- * the client's zero-copy parse makes of pooled Netty buffers), {@link #heapContentBytes()} the
- * rest (what a copying parse makes).
+ * <p>The client's ReadObject responses are watched by a {@link ReadObjectContentWatch}, after its
+ * marshaller parsed them: {@link #directContentBytes()} counts content bytes that are views of
+ * direct buffers (what the client's zero-copy parse makes of pooled Netty buffers), {@link
+ * #heapContentBytes()} the rest (what a copying parse makes).
  */
 final class StorageFixture implements AutoCloseable {
   static final String BUCKET = "projects/_/buckets/pinless-test";
@@ -51,8 +39,7 @@ final class StorageFixture implements AutoCloseable {
   final FakeStorage service = new FakeStorage();
   final Storage storage;
   private final Server server;
-  private final AtomicLong directContentBytes = new AtomicLong();
-  private final AtomicLong heapContentBytes = new AtomicLong();
+  private final ReadObjectContentWatch contentWatch = new ReadObjectContentWatch();
 
   private StorageFixture(boolean tls, boolean retries) throws IOException {
     NettyServerBuilder builder =
@@ -70,7 +57,7 @@ final class StorageFixture implements AutoCloseable {
         .setAttemptDirectPath(false)
         .setEnableGrpcClientMetrics(false)
         .setProjectId("test")
-        .setGrpcInterceptorProvider(new ContentWatch());
+        .setGrpcInterceptorProvider(contentWatch);
     if (!retries) {
       options.setRetrySettings(ServiceOptions.getNoRetrySettings());
     }
@@ -118,12 +105,12 @@ final class StorageFixture implements AutoCloseable {
 
   /** Content bytes of received ReadObject responses that are views of direct buffers. */
   long directContentBytes() {
-    return directContentBytes.get();
+    return contentWatch.directBytes();
   }
 
   /** Content bytes of received ReadObject responses held in heap memory. */
   long heapContentBytes() {
-    return heapContentBytes.get();
+    return contentWatch.heapBytes();
   }
 
   @Override
@@ -133,41 +120,6 @@ final class StorageFixture implements AutoCloseable {
     } finally {
       server.shutdownNow();
       server.awaitTermination(1, TimeUnit.MINUTES);
-    }
-  }
-
-  /** Counts where the content of each parsed ReadObject response lives. */
-  private final class ContentWatch implements GrpcInterceptorProvider, ClientInterceptor {
-    @Override
-    public List<ClientInterceptor> getInterceptors() {
-      return List.of(this);
-    }
-
-    @Override
-    public <ReqT, RespT> ClientCall<ReqT, RespT> interceptCall(
-        MethodDescriptor<ReqT, RespT> method, CallOptions options, Channel next) {
-      return new SimpleForwardingClientCall<>(next.newCall(method, options)) {
-        @Override
-        public void start(Listener<RespT> listener, Metadata headers) {
-          super.start(new SimpleForwardingClientCallListener<>(listener) {
-            @Override
-            public void onMessage(RespT message) {
-              if (message instanceof ReadObjectResponse) {
-                count((ReadObjectResponse) message);
-              }
-              super.onMessage(message);
-            }
-          }, headers);
-        }
-      };
-    }
-
-    /** Looks at the content's buffers before the client sees the message; keeps none. */
-    private void count(ReadObjectResponse response) {
-      ByteString content = response.getChecksummedData().getContent();
-      for (ByteBuffer piece : content.asReadOnlyByteBufferList()) {
-        (piece.isDirect() ? directContentBytes : heapContentBytes).addAndGet(piece.remaining());
-      }
     }
   }
 }

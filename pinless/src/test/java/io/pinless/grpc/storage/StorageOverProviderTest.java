@@ -26,6 +26,7 @@ import io.grpc.protobuf.ProtoUtils;
 import io.grpc.stub.ClientCalls;
 import io.pinless.PinlessMetrics.Metric;
 import io.pinless.grpc.PinlessChannelProvider;
+import io.pinless.testing.FakeStorage;
 import java.io.InputStream;
 import java.io.PrintWriter;
 import java.io.StringWriter;

@@ -1,4 +1,4 @@
-package io.pinless.grpc.storage;
+package io.pinless.testing;
 
 import com.google.protobuf.ByteString;
 import com.google.protobuf.UnsafeByteOperations;
@@ -34,14 +34,27 @@ import java.util.zip.CRC32C;
  * CRC32C. The call that sent it then sends nothing more and stays open, as a stalled stream
  * would, until the client cancels it or the server shuts down. A client that checks CRC32C drops
  * that chunk and reads it again on a new call. One that does not takes the bytes and waits.
+ *
+ * <p>Memory: each stored object is held whole on the heap; a response's content is a view of it
+ * ({@code UnsafeByteOperations.unsafeWrap}), never a copy. The Storage tests and the Storage
+ * download benchmark serve from it.
  */
-final class FakeStorage extends StorageGrpc.StorageImplBase {
+public final class FakeStorage extends StorageGrpc.StorageImplBase {
   /** Bytes of content per ReadObjectResponse: what the real service sends, 2 MiB. */
-  static final int CHUNK_BYTES = 2 * 1024 * 1024;
+  public static final int CHUNK_BYTES = 2 * 1024 * 1024;
 
-  /** An object: its bytes and the metadata GetObject and the first ReadObjectResponse carry. */
-  record StoredObject(String bucket, String name, long generation, byte[] data, int crc32c) {
-    Object metadata() {
+  /**
+   * An object: its bytes and the metadata GetObject and the first ReadObjectResponse carry.
+   *
+   * @param bucket the v2 bucket resource name, {@code projects/_/buckets/NAME}
+   * @param name the object's name
+   * @param generation the object's generation
+   * @param data the object's bytes, held by the service: not to be changed
+   * @param crc32c the CRC32C of {@code data}
+   */
+  public record StoredObject(String bucket, String name, long generation, byte[] data, int crc32c) {
+    /** The object's metadata, as GetObject returns it. */
+    public Object metadata() {
       return Object.newBuilder()
           .setBucket(bucket)
           .setName(name)
@@ -62,10 +75,10 @@ final class FakeStorage extends StorageGrpc.StorageImplBase {
   private final AtomicLong corruptAt = new AtomicLong(-1);
 
   /**
-   * Stores {@code data} as {@code name} in {@code bucket} (the v2 resource name, {@code
-   * projects/_/buckets/NAME}) at generation 1.
+   * Stores a copy of {@code data} as {@code name} in {@code bucket} (the v2 resource name,
+   * {@code projects/_/buckets/NAME}) at generation 1, and returns it.
    */
-  StoredObject put(String bucket, String name, byte[] data) {
+  public StoredObject put(String bucket, String name, byte[] data) {
     StoredObject object =
         new StoredObject(bucket, name, 1, data.clone(), crc32c(data, 0, data.length));
     objects.put(key(bucket, name), object);
@@ -76,22 +89,22 @@ final class FakeStorage extends StorageGrpc.StorageImplBase {
    * The next chunk any ReadObject call sends from object offset {@code offset} carries a wrong
    * CRC32C, and its call stalls.
    */
-  void corruptChunkAt(long offset) {
+  public void corruptChunkAt(long offset) {
     corruptAt.set(offset);
   }
 
   /** Every ReadObject request received, in order. */
-  List<ReadObjectRequest> reads() {
+  public List<ReadObjectRequest> reads() {
     return reads;
   }
 
   /** Every GetObject request received, in order. */
-  List<GetObjectRequest> gets() {
+  public List<GetObjectRequest> gets() {
     return gets;
   }
 
   /** The CRC32C (Castagnoli) of {@code length} bytes of {@code data} from {@code offset}. */
-  static int crc32c(byte[] data, int offset, int length) {
+  public static int crc32c(byte[] data, int offset, int length) {
     CRC32C crc = new CRC32C();
     crc.update(data, offset, length);
     return (int) crc.getValue();
