@@ -1,13 +1,19 @@
 package io.pinless;
 
+import io.opentelemetry.api.OpenTelemetry;
+import io.opentelemetry.api.metrics.MeterProvider;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.concurrent.atomic.LongAdder;
 
 /**
  * What pinless counts, process-wide, for an application to read or export. Each value is a sum
- * over every pinless connection of the process since it started. {@link Metric#TRACKED_BYTES} is
- * a gauge: it also goes down.
+ * over every pinless connection of the process since it started. {@link Metric#TRACKED_BYTES} and
+ * {@link Metric#CONNECTIONS_OPEN} are gauges: they also go down.
+ *
+ * <p>{@link #register(OpenTelemetry)} exports them as OpenTelemetry instruments (with {@code
+ * io.opentelemetry:opentelemetry-api} on the class path, an optional dependency); {@link
+ * #snapshot()} reads them for any other registry:
  *
  * <pre>
  *   for (Map.Entry&lt;String, Long&gt; e : PinlessMetrics.snapshot().entrySet()) {
@@ -53,7 +59,17 @@ public final class PinlessMetrics {
      * Bytes of sent zero-copy messages and payloads copied to the heap when released, so that a
      * retry of their call sends them again. A channel with {@code keepSentUntilClose} copies none.
      */
-    SENT_BYTES_COPIED("sent_bytes_copied");
+    SENT_BYTES_COPIED("sent_bytes_copied"),
+    /** Gauge: connections with the pinless connection handler installed and not yet ended. */
+    CONNECTIONS_OPEN("connections_open"),
+    /** TLS handshakes pinless ran to completion. */
+    TLS_HANDSHAKES("tls_handshakes"),
+    /** TLS handshakes that failed: a bad peer or certificate, a timeout, a closed connection. */
+    TLS_HANDSHAKE_FAILURES("tls_handshake_failures"),
+    /** ALTS handshakes pinless ran to completion. */
+    ALTS_HANDSHAKES("alts_handshakes"),
+    /** ALTS handshakes that failed: the handshaker service, the peer, a timeout, a close. */
+    ALTS_HANDSHAKE_FAILURES("alts_handshake_failures");
 
     private final String key;
     private final LongAdder total = new LongAdder();
@@ -79,6 +95,30 @@ public final class PinlessMetrics {
   }
 
   private PinlessMetrics() {}
+
+  /**
+   * Exports every metric through {@code openTelemetry}'s meter provider, as {@link
+   * #register(MeterProvider)} does.
+   *
+   * @return closes the instruments: their callbacks stop being called
+   */
+  public static AutoCloseable register(OpenTelemetry openTelemetry) {
+    return OpenTelemetryInstruments.register(openTelemetry);
+  }
+
+  /**
+   * Exports every metric as an asynchronous OpenTelemetry instrument of the meter {@code
+   * io.pinless}: names under {@code pinless.}, UCUM units ({@code By}, {@code {connection}}), byte
+   * and event counts as counters, {@link Metric#TRACKED_BYTES} and {@link
+   * Metric#CONNECTIONS_OPEN} as up-down counters, handshakes with a {@code pinless.transport}
+   * attribute ({@code tls} or {@code alts}). docs/metrics.md lists them. Each collection reads
+   * the values then; registering costs the read path nothing.
+   *
+   * @return closes the instruments: their callbacks stop being called
+   */
+  public static AutoCloseable register(MeterProvider meterProvider) {
+    return OpenTelemetryInstruments.register(meterProvider);
+  }
 
   /** Every metric by its key, in declaration order. */
   public static Map<String, Long> snapshot() {

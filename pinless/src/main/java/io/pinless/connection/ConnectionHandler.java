@@ -68,6 +68,8 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
   /** The frame slicer once installed, or null (not HTTP/2, or before install). */
   private FrameSlicer slicer;
   private boolean installed;
+  /** The connection ended after {@link #install}: it left the open connections. */
+  private boolean ended;
 
   /**
    * Creates the handler of one connection end whose reads are at most {@code maxReadBytes}.
@@ -105,6 +107,15 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
       reads.valve(new Valve());
     }
     Metric.CONNECTIONS_INSTALLED.add(1);
+    Metric.CONNECTIONS_OPEN.add(1);
+  }
+
+  /** The connection ended: it leaves {@link Metric#CONNECTIONS_OPEN}, once. */
+  private void ended() {
+    if (installed && !ended) {
+      ended = true;
+      Metric.CONNECTIONS_OPEN.add(-1);
+    }
   }
 
   /** The read policy this handler drives. */
@@ -183,6 +194,7 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
       ctx.fireChannelInactive();
     } finally {
       reads.detach();
+      ended();
     }
   }
 
@@ -257,6 +269,7 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
       releaseSlicer();
     } finally {
       reads.detach();
+      ended();
     }
   }
 

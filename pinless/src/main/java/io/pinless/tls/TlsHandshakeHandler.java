@@ -7,6 +7,7 @@ import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelPipeline;
+import io.pinless.PinlessMetrics.Metric;
 import io.netty.util.ReferenceCounted;
 import io.netty.util.concurrent.ScheduledFuture;
 import java.nio.ByteBuffer;
@@ -444,11 +445,13 @@ public final class TlsHandshakeHandler extends ChannelInboundHandlerAdapter {
       if (records != null) {
         records.release();
       }
+      Metric.TLS_HANDSHAKE_FAILURES.add(1);
       ctx.fireExceptionCaught(Status.UNAVAILABLE
           .withDescription("no handler installed the TLS record stage").asRuntimeException());
       ctx.close();
       return;
     }
+    Metric.TLS_HANDSHAKES.add(1);
     ChannelPipeline pipeline = ctx.pipeline();
     pipeline.remove(this);
     if (records != null && records.isReadable()) {
@@ -478,6 +481,7 @@ public final class TlsHandshakeHandler extends ChannelInboundHandlerAdapter {
       return;
     }
     end();
+    Metric.TLS_HANDSHAKE_FAILURES.add(1);
     ctx.fireExceptionCaught(
         Status.UNAVAILABLE.withDescription(reason).withCause(cause).asRuntimeException());
     ctx.close();

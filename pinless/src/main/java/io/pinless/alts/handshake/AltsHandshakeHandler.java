@@ -10,6 +10,7 @@ import io.grpc.stub.StreamObserver;
 import io.netty.buffer.ByteBuf;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelPipeline;
+import io.pinless.PinlessMetrics.Metric;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.util.concurrent.ScheduledFuture;
 import io.pinless.alts.AltsRecordProtocol;
@@ -409,11 +410,13 @@ public final class AltsHandshakeHandler extends ChannelInboundHandlerAdapter {
     if (event.takeRecordStage() != null) {
       // Nobody behind installed the stage: records would reach HTTP/2 as they are.
       stage.release();
+      Metric.ALTS_HANDSHAKE_FAILURES.add(1);
       ctx.fireExceptionCaught(Status.UNAVAILABLE
           .withDescription("no handler installed the ALTS record stage").asRuntimeException());
       ctx.close();
       return;
     }
+    Metric.ALTS_HANDSHAKES.add(1);
     // The records that came behind the handshake enter at the head of the pipeline, where the
     // installed record stage opens them.
     ChannelPipeline pipeline = ctx.pipeline();
@@ -431,6 +434,7 @@ public final class AltsHandshakeHandler extends ChannelInboundHandlerAdapter {
       return;
     }
     end();
+    Metric.ALTS_HANDSHAKE_FAILURES.add(1);
     ctx.fireExceptionCaught(Status.UNAVAILABLE.withDescription(reason).asRuntimeException());
     ctx.close();
   }

@@ -1,0 +1,145 @@
+package io.pinless.grpc;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.grpc.CallOptions;
+import io.grpc.StatusRuntimeException;
+import io.grpc.stub.ClientCalls;
+import io.netty.handler.ssl.ClientAuth;
+import io.netty.handler.ssl.SslProvider;
+import io.opentelemetry.api.common.AttributeKey;
+import io.opentelemetry.api.common.Attributes;
+import io.opentelemetry.sdk.OpenTelemetrySdk;
+import io.opentelemetry.sdk.metrics.SdkMeterProvider;
+import io.opentelemetry.sdk.metrics.data.LongPointData;
+import io.opentelemetry.sdk.metrics.data.MetricData;
+import io.opentelemetry.sdk.metrics.data.MetricDataType;
+import io.opentelemetry.sdk.testing.exporter.InMemoryMetricReader;
+import io.pinless.PinlessMetrics;
+import io.pinless.testing.TestCertificates;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * {@link PinlessMetrics#register} as an application reads it, through the OpenTelemetry SDK's
+ * in-memory reader: every instrument with its unit and kind, values that move with a TLS call and
+ * a failed TLS handshake, and nothing once the registration is closed.
+ */
+class OpenTelemetryExportTest {
+  private static final AttributeKey<String> TRANSPORT = AttributeKey.stringKey("pinless.transport");
+  private static final Attributes TLS = Attributes.of(TRANSPORT, "tls");
+  private static final Attributes ALTS = Attributes.of(TRANSPORT, "alts");
+
+  /** Every instrument's unit; a sum is monotonic unless named in {@link #UP_DOWN}. */
+  private static final Map<String, String> UNITS = new LinkedHashMap<>();
+  private static final java.util.Set<String> UP_DOWN =
+      java.util.Set.of("pinless.read.held_bytes", "pinless.connection.open");
+
+  static {
+    for (String bytes : new String[] {"pinless.data.sliced", "pinless.data.copied",
+        "pinless.record.copied", "pinless.message.aliased", "pinless.message.copied",
+        "pinless.read.held_bytes", "pinless.message.unreleased", "pinless.message.sent_copied"}) {
+      UNITS.put(bytes, "By");
+    }
+    UNITS.put("pinless.read.holds", "{read}");
+    UNITS.put("pinless.read.unconsumed", "{buffer}");
+    UNITS.put("pinless.connection.installed", "{connection}");
+    UNITS.put("pinless.connection.open", "{connection}");
+    UNITS.put("pinless.handshake.completed", "{handshake}");
+    UNITS.put("pinless.handshake.failed", "{handshake}");
+    UNITS.put("pinless.alts.crypto_fallbacks", "{fallback}");
+  }
+
+  private InMemoryMetricReader reader;
+  private SdkMeterProvider meters;
+
+  @BeforeEach
+  void sdk() {
+    reader = InMemoryMetricReader.create();
+    meters = SdkMeterProvider.builder().registerMetricReader(reader).build();
+  }
+
+  @AfterEach
+  void closeSdk() {
+    meters.close();
+  }
+
+  @Test
+  void everyInstrumentWithItsUnitMovesWithTrafficAndGoesWhenClosed() throws Exception {
+    AutoCloseable registered = PinlessMetrics.register(
+        OpenTelemetrySdk.builder().setMeterProvider(meters).build());
+    Map<String, MetricData> before = collect();
+    assertEquals(UNITS.keySet(), before.keySet(), "the instruments");
+    for (MetricData m : before.values()) {
+      assertEquals(UNITS.get(m.getName()), m.getUnit(), m.getName() + "'s unit");
+      assertEquals(MetricDataType.LONG_SUM, m.getType(), m.getName());
+      assertEquals(!UP_DOWN.contains(m.getName()), m.getLongSumData().isMonotonic(),
+          m.getName() + " is monotonic unless it is a gauge");
+      assertTrue(!m.getDescription().isEmpty(), m.getName() + " has a description");
+    }
+
+    long open;
+    byte[] message = TestService.message(1 << 20, 7);
+    try (Loopback tls = new Loopback(Loopback.Transport.NIO,
+        PinlessServerCredentials.tls(TestCertificates.serverContext(
+            SslProvider.JDK, TestCertificates.SERVER, ClientAuth.NONE)),
+        PinlessChannelCredentials.tls(TestCertificates.clientContext(SslProvider.JDK, null)))) {
+      byte[] echoed = ClientCalls.blockingUnaryCall(
+          tls.channel, TestService.UNARY, CallOptions.DEFAULT, message);
+      assertArrayEquals(message, echoed);
+      open = value(collect(), "pinless.connection.open", Attributes.empty());
+    }
+    // A server whose certificate no CA signed: the handshake fails on both ends.
+    try (Loopback untrusted = new Loopback(Loopback.Transport.NIO,
+        PinlessServerCredentials.tls(TestCertificates.serverContext(
+            SslProvider.JDK, TestCertificates.selfSignedServer(), ClientAuth.NONE)),
+        PinlessChannelCredentials.tls(TestCertificates.clientContext(SslProvider.JDK, null)))) {
+      assertThrows(StatusRuntimeException.class, () -> ClientCalls.blockingUnaryCall(
+          untrusted.channel, TestService.UNARY, CallOptions.DEFAULT, message));
+    }
+    Map<String, MetricData> after = collect();
+
+    assertTrue(grew(before, after, "pinless.data.sliced", Attributes.empty()) >= message.length / 2,
+        "a 1 MiB message each way is mostly sliced, not copied");
+    assertTrue(grew(before, after, "pinless.connection.installed", Attributes.empty()) >= 2,
+        "both ends of the TLS connection installed pinless");
+    assertTrue(open >= 2, "both ends were open during the call: " + open);
+    assertTrue(grew(before, after, "pinless.handshake.completed", TLS) >= 2,
+        "both ends completed a TLS handshake");
+    assertTrue(grew(before, after, "pinless.handshake.failed", TLS) >= 1,
+        "the handshake with the self-signed server failed");
+    assertEquals(0, grew(before, after, "pinless.handshake.completed", ALTS), "no ALTS here");
+
+    registered.close();
+    assertTrue(collect().isEmpty(), "no instrument reports once the registration is closed");
+  }
+
+  private Map<String, MetricData> collect() {
+    Map<String, MetricData> byName = new HashMap<>();
+    for (MetricData m : reader.collectAllMetrics()) {
+      byName.put(m.getName(), m);
+    }
+    return byName;
+  }
+
+  private static long value(Map<String, MetricData> metrics, String name, Attributes attributes) {
+    for (LongPointData p : metrics.get(name).getLongSumData().getPoints()) {
+      if (p.getAttributes().equals(attributes)) {
+        return p.getValue();
+      }
+    }
+    throw new AssertionError(name + " has no point with " + attributes);
+  }
+
+  private static long grew(Map<String, MetricData> before, Map<String, MetricData> after,
+      String name, Attributes attributes) {
+    return value(after, name, attributes) - value(before, name, attributes);
+  }
+}
