@@ -216,8 +216,9 @@ public final class FrameSlicer {
   /** @param in borrowed: its reader index is advanced past everything handed on or kept */
   private void sliceFrames(ChannelHandlerContext ctx, ByteBuf in) {
     // A read that filled less than 1/FILL_RATIO of its buffer pins no DATA: its bytes are copied.
-    int pinBase = (long) in.readableBytes() * FILL_RATIO < in.capacity()
-        ? Integer.MAX_VALUE : in.capacity();
+    // The buffer is what a slice of it keeps alive: all of a transport's buffer it derives from.
+    int pinned = ReadBudget.pinnedBytes(in);
+    int pinBase = (long) in.readableBytes() * FILL_RATIO < pinned ? Integer.MAX_VALUE : pinned;
     switch (state) {
       case HEADER:
         completeHeader(ctx, in, pinBase);

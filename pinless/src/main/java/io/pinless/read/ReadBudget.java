@@ -79,11 +79,26 @@ public final class ReadBudget {
         capacities = Arrays.copyOf(capacities, count * 2);
       }
     }
-    int capacity = buf.capacity();
+    int capacity = pinnedBytes(buf);
     capacities[count] = capacity;
     tracked[count++] = buf.retain();
     trackedBytes += capacity;
     Metric.TRACKED_BYTES.add(capacity);
+  }
+
+  /**
+   * The bytes holding {@code buf} keeps alive: the capacity of the buffer it derives from. A
+   * transport may hand a read on as a slice of a larger buffer (io_uring's provided-buffer ring
+   * does), and a retained slice keeps all of that buffer.
+   *
+   * @param buf borrowed
+   */
+  public static int pinnedBytes(ByteBuf buf) {
+    ByteBuf root = buf;
+    for (ByteBuf under = root.unwrap(); under != null; under = root.unwrap()) {
+      root = under;
+    }
+    return Math.max(buf.capacity(), root.capacity());
   }
 
   /** The capacity of the tracked buffers still held downstream, after a sweep. */

@@ -288,6 +288,43 @@ class Http2FrameSlicerTest {
     r.finish();
   }
 
+  /**
+   * io_uring's provided-buffer ring hands each read on as a retained slice of one of its large
+   * buffers, the ring's own reference dropped: a slice of the DATA in it would keep all of that
+   * buffer. The slicer weighs DATA against the buffer the read derives from, and the budget
+   * counts that buffer.
+   */
+  @Test
+  void dataInASliceOfALargeTransportBufferIsCopied() {
+    byte[] stream = Arrays.copyOfRange(clientStream(16384), 24, clientStream(16384).length);
+    Run r = new Run(false, false);
+    ByteBuf ring = PooledByteBufAllocator.DEFAULT.directBuffer(2 << 20);
+    ring.writeBytes(stream);
+    ByteBuf read = ring.retainedSlice(0, stream.length);
+    ring.release();
+    r.ch.writeInbound(read);
+    assertEquals(0, r.slicedDataBytes(), "no DATA slice keeps the 2 MiB buffer");
+    long dataBytes = frames(stream, 0).stream()
+        .filter(f -> f.type() == 0).mapToLong(f -> 9 + f.length()).sum();
+    assertEquals(dataBytes, r.copiedDataBytes(), "every DATA frame is copied");
+    r.assertWholeUnits(false);
+    assertEquals(meaning(stream, 0), meaning(r.keep.concatenated(), 0));
+    r.finish();
+  }
+
+  @Test
+  void theBudgetCountsTheBufferASliceKeeps() {
+    ReadBudget budget = new ReadBudget(Long.MAX_VALUE);
+    ByteBuf ring = PooledByteBufAllocator.DEFAULT.directBuffer(2 << 20).writeZero(4096);
+    ByteBuf slice = ring.retainedSlice(0, 4096);
+    ring.release();
+    budget.track(slice);
+    assertEquals(2 << 20, budget.retainedBytes(), "a 4 KiB slice keeps its 2 MiB buffer");
+    slice.release();
+    assertEquals(0, budget.retainedBytes());
+    budget.releaseAll();
+  }
+
   @Test
   void smallPiecesOfACutFrameWaitGatheredAndGoOnBeforeALargePieceIsSliced() {
     byte[] stream = Arrays.copyOfRange(clientStream(16384), 24, clientStream(16384).length);
