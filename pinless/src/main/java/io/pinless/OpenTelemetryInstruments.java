@@ -50,7 +50,7 @@ final class OpenTelemetryInstruments {
             Metric.MESSAGE_BYTES_ALIASED),
         counter("pinless.message.copied", "By",
             "message bytes a zero-copy marshaller parsed by copying", Metric.MESSAGE_BYTES_COPIED),
-        new Instrument("pinless.read.held_bytes", "By",
+        new Instrument("pinless.read.held", "By",
             "received pooled bytes gRPC and the application hold, as the read budgets count them",
             true, m -> m.record(Metric.TRACKED_BYTES.value())),
         counter("pinless.read.holds", "{read}",
@@ -95,17 +95,43 @@ final class OpenTelemetryInstruments {
   static AutoCloseable register(MeterProvider meterProvider) {
     Meter meter = meterProvider.get(METER);
     List<AutoCloseable> built = new ArrayList<>();
-    for (Instrument i : instruments()) {
-      built.add(i.upDown()
-          ? meter.upDownCounterBuilder(i.name()).setUnit(i.unit())
-              .setDescription(i.description()).buildWithCallback(i.read())
-          : meter.counterBuilder(i.name()).setUnit(i.unit())
-              .setDescription(i.description()).buildWithCallback(i.read()));
-    }
-    return () -> {
-      for (AutoCloseable c : built) {
-        c.close();
+    try {
+      for (Instrument i : instruments()) {
+        built.add(i.upDown()
+            ? meter.upDownCounterBuilder(i.name()).setUnit(i.unit())
+                .setDescription(i.description()).buildWithCallback(i.read())
+            : meter.counterBuilder(i.name()).setUnit(i.unit())
+                .setDescription(i.description()).buildWithCallback(i.read()));
       }
-    };
+    } catch (RuntimeException | Error e) {
+      closeAll(built);
+      throw e;
+    }
+    return () -> closeAll(built);
+  }
+
+  /**
+   * Closes every instrument in {@code built} once, each even when an earlier one throws, and
+   * empties it; rethrows the first failure.
+   */
+  private static void closeAll(List<AutoCloseable> built) {
+    RuntimeException first = null;
+    synchronized (built) {
+      for (AutoCloseable c : built) {
+        try {
+          c.close();
+        } catch (Exception e) {
+          if (first == null) {
+            first = new IllegalStateException("closing an OpenTelemetry instrument failed", e);
+          } else {
+            first.addSuppressed(e);
+          }
+        }
+      }
+      built.clear();
+    }
+    if (first != null) {
+      throw first;
+    }
   }
 }

@@ -16,8 +16,8 @@ import java.util.concurrent.atomic.LongAdder;
  * #snapshot()} reads them for any other registry:
  *
  * <pre>
- *   for (Map.Entry&lt;String, Long&gt; e : PinlessMetrics.snapshot().entrySet()) {
- *     registry.gauge("pinless." + e.getKey(), e.getValue());
+ *   for (PinlessMetrics.Metric m : PinlessMetrics.Metric.values()) {
+ *     registry.gauge("pinless." + m.key(), m, PinlessMetrics.Metric::value);   // Micrometer
  *   }
  * </pre>
  */

@@ -15,6 +15,7 @@ import io.netty.channel.ChannelPromise;
 import io.netty.channel.RecvByteBufAllocator;
 import io.netty.channel.embedded.EmbeddedChannel;
 import io.netty.handler.codec.CorruptedFrameException;
+import io.pinless.PinlessMetrics.Metric;
 import io.pinless.http2.FrameSlicer;
 import io.pinless.read.ReadBudget;
 import java.io.ByteArrayOutputStream;
@@ -152,6 +153,22 @@ class ConnectionHandlerTest {
 
   private static ByteBuf direct(byte[] bytes) {
     return PooledByteBufAllocator.DEFAULT.directBuffer(bytes.length).writeBytes(bytes);
+  }
+
+  @Test
+  void anInstalledConnectionIsOpenUntilItEndsAndLeavesTheCountOnce() {
+    long before = Metric.CONNECTIONS_OPEN.value();
+    connection.install(null, new FrameSlicer(false, 16384, budget, true));
+    assertEquals(before + 1, Metric.CONNECTIONS_OPEN.value(), "open once installed");
+    ch.pipeline().fireChannelInactive();
+    assertEquals(before, Metric.CONNECTIONS_OPEN.value(), "ended when inactive");
+    assertFalse(ch.finish()); // closes the channel and removes the handler: no second decrement
+    assertEquals(before, Metric.CONNECTIONS_OPEN.value(), "left the count once");
+
+    ConnectionHandler never = new ConnectionHandler(budget, false, 32768);
+    EmbeddedChannel other = new EmbeddedChannel(never);
+    assertFalse(other.finish());
+    assertEquals(before, Metric.CONNECTIONS_OPEN.value(), "a handler never installed never counts");
   }
 
   @Test

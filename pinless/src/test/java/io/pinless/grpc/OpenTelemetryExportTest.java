@@ -19,7 +19,10 @@ import io.opentelemetry.sdk.metrics.data.MetricData;
 import io.opentelemetry.sdk.metrics.data.MetricDataType;
 import io.opentelemetry.sdk.testing.exporter.InMemoryMetricReader;
 import io.pinless.PinlessMetrics;
+import io.pinless.PinlessMetrics.Metric;
 import io.pinless.testing.TestCertificates;
+import java.util.EnumMap;
+import java.util.EnumSet;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.Map;
@@ -30,7 +33,8 @@ import org.junit.jupiter.api.Test;
 /**
  * {@link PinlessMetrics#register} as an application reads it, through the OpenTelemetry SDK's
  * in-memory reader: every instrument with its unit and kind, values that move with a TLS call and
- * a failed TLS handshake, and nothing once the registration is closed.
+ * a failed TLS handshake, every metric in its own instrument and point, and nothing once the
+ * registration is closed (twice).
  */
 class OpenTelemetryExportTest {
   private static final AttributeKey<String> TRANSPORT = AttributeKey.stringKey("pinless.transport");
@@ -40,12 +44,12 @@ class OpenTelemetryExportTest {
   /** Every instrument's unit; a sum is monotonic unless named in {@link #UP_DOWN}. */
   private static final Map<String, String> UNITS = new LinkedHashMap<>();
   private static final java.util.Set<String> UP_DOWN =
-      java.util.Set.of("pinless.read.held_bytes", "pinless.connection.open");
+      java.util.Set.of("pinless.read.held", "pinless.connection.open");
 
   static {
     for (String bytes : new String[] {"pinless.data.sliced", "pinless.data.copied",
         "pinless.record.copied", "pinless.message.aliased", "pinless.message.copied",
-        "pinless.read.held_bytes", "pinless.message.unreleased", "pinless.message.sent_copied"}) {
+        "pinless.read.held", "pinless.message.unreleased", "pinless.message.sent_copied"}) {
       UNITS.put(bytes, "By");
     }
     UNITS.put("pinless.read.holds", "{read}");
@@ -117,9 +121,65 @@ class OpenTelemetryExportTest {
         "the handshake with the self-signed server failed");
     assertEquals(0, grew(before, after, "pinless.handshake.completed", ALTS), "no ALTS here");
 
+    assertEveryMetricShowsInItsOwnPoint();
+
+    registered.close();
     registered.close();
     assertTrue(collect().isEmpty(), "no instrument reports once the registration is closed");
   }
+
+  /**
+   * A distinct amount added to each metric shows in exactly its instrument and point: no two
+   * wired to the same metric, no attribute swapped, no metric left out.
+   */
+  private void assertEveryMetricShowsInItsOwnPoint() {
+    Map<Metric, Point> wiring = new EnumMap<>(Metric.class);
+    wiring.put(Metric.DATA_BYTES_SLICED, new Point("pinless.data.sliced", Attributes.empty()));
+    wiring.put(Metric.DATA_BYTES_COPIED, new Point("pinless.data.copied", Attributes.empty()));
+    wiring.put(Metric.RECORD_BYTES_COPIED, new Point("pinless.record.copied", Attributes.empty()));
+    wiring.put(Metric.MESSAGE_BYTES_ALIASED,
+        new Point("pinless.message.aliased", Attributes.empty()));
+    wiring.put(Metric.MESSAGE_BYTES_COPIED, new Point("pinless.message.copied", Attributes.empty()));
+    wiring.put(Metric.TRACKED_BYTES, new Point("pinless.read.held", Attributes.empty()));
+    wiring.put(Metric.READS_HELD, new Point("pinless.read.holds", Attributes.empty()));
+    wiring.put(Metric.UNCONSUMED_HAND_ONS,
+        new Point("pinless.read.unconsumed", Attributes.empty()));
+    wiring.put(Metric.UNRELEASED_BYTES_KEPT,
+        new Point("pinless.message.unreleased", Attributes.empty()));
+    wiring.put(Metric.SENT_BYTES_COPIED,
+        new Point("pinless.message.sent_copied", Attributes.empty()));
+    wiring.put(Metric.CONNECTIONS_INSTALLED,
+        new Point("pinless.connection.installed", Attributes.empty()));
+    wiring.put(Metric.CONNECTIONS_OPEN, new Point("pinless.connection.open", Attributes.empty()));
+    wiring.put(Metric.TLS_HANDSHAKES, new Point("pinless.handshake.completed", TLS));
+    wiring.put(Metric.ALTS_HANDSHAKES, new Point("pinless.handshake.completed", ALTS));
+    wiring.put(Metric.TLS_HANDSHAKE_FAILURES, new Point("pinless.handshake.failed", TLS));
+    wiring.put(Metric.ALTS_HANDSHAKE_FAILURES, new Point("pinless.handshake.failed", ALTS));
+    wiring.put(Metric.ALTS_CRYPTO_FALLBACKS,
+        new Point("pinless.alts.crypto_fallbacks", Attributes.empty()));
+    assertEquals(EnumSet.allOf(Metric.class), wiring.keySet(), "every metric is exported");
+
+    Map<String, MetricData> start = collect();
+    Map<Metric, Long> added = new EnumMap<>(Metric.class);
+    long amount = 1_000_003;
+    for (Metric m : Metric.values()) {
+      added.put(m, amount);
+      m.add(amount);
+      amount += 1_000_003;
+    }
+    try {
+      Map<String, MetricData> moved = collect();
+      for (Map.Entry<Metric, Point> e : wiring.entrySet()) {
+        Point p = e.getValue();
+        assertEquals(added.get(e.getKey()), value(moved, p.name(), p.attributes())
+            - value(start, p.name(), p.attributes()), p + " reads " + e.getKey());
+      }
+    } finally {
+      added.forEach((m, n) -> m.add(-n));
+    }
+  }
+
+  private record Point(String name, Attributes attributes) {}
 
   private Map<String, MetricData> collect() {
     Map<String, MetricData> byName = new HashMap<>();
