@@ -45,8 +45,8 @@ import javax.net.ssl.SSLSession;
  *       of {@value RawSocket#READ_BYTES} bytes, its sender a thread writing one direct buffer; the
  *       reading thread is its "loop". This is the floor.
  *   <li>{@code raw-held}: the same, each read landing after the one before in a direct area of
- *       two chunks, as a receiver that keeps each message whole in memory (a zero-copy one) must:
- *       the bytes land in memory the cache no longer holds. Shown beside the floor, not in it.
+ *       two chunks, as a receiver that keeps each message whole in memory (a zero-copy one) must.
+ *       Shown beside the floor, not in it; a cache larger than the area holds it all the same.
  *   <li>per transport, pinless with the zero-copy marshaller and stock with protobuf's, as {@link
  *       ChunkInterleaved} runs them ({@code plaintext}: {@code pinless}, {@code stock}; {@code
  *       tls} and {@code tls-openssl}: the JDK's and OpenSSL's engine; {@code alts});
