@@ -155,7 +155,7 @@ final class NettyNegotiators {
 
   /**
    * TLS with the pinless pipeline over {@code context} (a client context), or, with {@link
-   * Settings#enabled()} false, grpc-netty's stock TLS with the same context.
+   * Settings#enabled()} false, grpc-netty's own TLS with the same context.
    */
   static ChannelCredentials tlsClientCredentials(SslContext context, long handshakeTimeoutMillis) {
     checkTls(context, true);
