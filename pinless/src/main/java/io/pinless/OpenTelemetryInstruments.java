@@ -7,6 +7,7 @@ import io.opentelemetry.api.metrics.Meter;
 import io.opentelemetry.api.metrics.MeterProvider;
 import io.opentelemetry.api.metrics.ObservableLongMeasurement;
 import io.pinless.PinlessMetrics.Metric;
+import io.pinless.read.ProcessBudget;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.function.Consumer;
@@ -27,12 +28,22 @@ final class OpenTelemetryInstruments {
 
   private OpenTelemetryInstruments() {}
 
+  /** How an instrument's values behave. */
+  private enum Kind {
+    /** A sum that only grows. */
+    COUNTER,
+    /** A sum that also goes down. */
+    UP_DOWN,
+    /** A value read as it is now. */
+    GAUGE
+  }
+
   /** One instrument: its name, unit, description, and what it reads at each collection. */
-  private record Instrument(String name, String unit, String description, boolean upDown,
+  private record Instrument(String name, String unit, String description, Kind kind,
       Consumer<ObservableLongMeasurement> read) {}
 
-  /** Every instrument, in the order docs/metrics.md lists them. */
-  static List<Instrument> instruments() {
+  /** Every instrument, {@code process} the budget read, in the order docs/metrics.md lists. */
+  static List<Instrument> instruments(ProcessBudget process) {
     Attributes tls = Attributes.of(TRANSPORT, "tls");
     Attributes alts = Attributes.of(TRANSPORT, "alts");
     return List.of(
@@ -52,7 +63,7 @@ final class OpenTelemetryInstruments {
             "message bytes a zero-copy marshaller parsed by copying", Metric.MESSAGE_BYTES_COPIED),
         new Instrument("pinless.read.held", "By",
             "received pooled bytes gRPC and the application hold, as the read budgets count them",
-            true, m -> m.record(Metric.TRACKED_BYTES.value())),
+            Kind.UP_DOWN, m -> m.record(Metric.TRACKED_BYTES.value())),
         counter("pinless.read.holds", "{read}",
             "reads held back by a read budget or an unwritable channel", Metric.READS_HELD),
         counter("pinless.read.unconsumed", "{buffer}",
@@ -66,24 +77,39 @@ final class OpenTelemetryInstruments {
         counter("pinless.connection.installed", "{connection}",
             "connections that got the pinless connection handler", Metric.CONNECTIONS_INSTALLED),
         new Instrument("pinless.connection.open", "{connection}",
-            "connections with the pinless connection handler, not yet ended", true,
+            "connections with the pinless connection handler, not yet ended", Kind.UP_DOWN,
             m -> m.record(Metric.CONNECTIONS_OPEN.value())),
         new Instrument("pinless.handshake.completed", "{handshake}",
-            "TLS and ALTS handshakes run to completion", false, m -> {
+            "TLS and ALTS handshakes run to completion", Kind.COUNTER, m -> {
               m.record(Metric.TLS_HANDSHAKES.value(), tls);
               m.record(Metric.ALTS_HANDSHAKES.value(), alts);
             }),
         new Instrument("pinless.handshake.failed", "{handshake}",
-            "TLS and ALTS handshakes that failed", false, m -> {
+            "TLS and ALTS handshakes that failed", Kind.COUNTER, m -> {
               m.record(Metric.TLS_HANDSHAKE_FAILURES.value(), tls);
               m.record(Metric.ALTS_HANDSHAKE_FAILURES.value(), alts);
             }),
         counter("pinless.alts.crypto_fallbacks", "{fallback}",
-            "times ALTS crypto fell back to a slower AES-GCM", Metric.ALTS_CRYPTO_FALLBACKS));
+            "times ALTS crypto fell back to a slower AES-GCM", Metric.ALTS_CRYPTO_FALLBACKS),
+        new Instrument("pinless.process.budget", "By",
+            "received bytes all pinless connections of the process may hold", Kind.GAUGE,
+            m -> m.record(process.limitBytes())),
+        new Instrument("pinless.process.held", "By",
+            "received bytes the pinless connections of the process hold, against its budget",
+            Kind.GAUGE, m -> m.record(process.heldBytes())),
+        counter("pinless.connection.slowed", "{connection}",
+            "times a peer was slowed by withheld flow-control credit, for a read budget or the "
+                + "process budget", Metric.PEERS_SLOWED),
+        counter("pinless.call.shed", "{call}",
+            "calls refused with RESOURCE_EXHAUSTED while over the process budget",
+            Metric.STREAMS_SHED),
+        counter("pinless.connection.refused", "{connection}",
+            "connections closed on arrival while far over the process budget",
+            Metric.CONNECTIONS_REFUSED));
   }
 
   private static Instrument counter(String name, String unit, String description, Metric metric) {
-    return new Instrument(name, unit, description, false, m -> m.record(metric.value()));
+    return new Instrument(name, unit, description, Kind.COUNTER, m -> m.record(metric.value()));
   }
 
   /** As {@link #register(MeterProvider)}, on {@code openTelemetry}'s meter provider. */
@@ -93,15 +119,23 @@ final class OpenTelemetryInstruments {
 
   /** Builds every instrument on the meter {@value #METER}; the handle closes them all. */
   static AutoCloseable register(MeterProvider meterProvider) {
+    return register(meterProvider, ProcessBudget.process());
+  }
+
+  /** As {@link #register(MeterProvider)}, the process instruments reading {@code process}. */
+  static AutoCloseable register(MeterProvider meterProvider, ProcessBudget process) {
     Meter meter = meterProvider.get(METER);
     List<AutoCloseable> built = new ArrayList<>();
     try {
-      for (Instrument i : instruments()) {
-        built.add(i.upDown()
-            ? meter.upDownCounterBuilder(i.name()).setUnit(i.unit())
-                .setDescription(i.description()).buildWithCallback(i.read())
-            : meter.counterBuilder(i.name()).setUnit(i.unit())
-                .setDescription(i.description()).buildWithCallback(i.read()));
+      for (Instrument i : instruments(process)) {
+        built.add(switch (i.kind()) {
+          case COUNTER -> meter.counterBuilder(i.name()).setUnit(i.unit())
+              .setDescription(i.description()).buildWithCallback(i.read());
+          case UP_DOWN -> meter.upDownCounterBuilder(i.name()).setUnit(i.unit())
+              .setDescription(i.description()).buildWithCallback(i.read());
+          case GAUGE -> meter.gaugeBuilder(i.name()).ofLongs().setUnit(i.unit())
+              .setDescription(i.description()).buildWithCallback(i.read());
+        });
       }
     } catch (RuntimeException | Error e) {
       closeAll(built);

@@ -69,7 +69,16 @@ public final class PinlessMetrics {
     /** ALTS handshakes pinless ran to completion. */
     ALTS_HANDSHAKES("alts_handshakes"),
     /** ALTS handshakes that failed: the handshaker service, the peer, a timeout, a close. */
-    ALTS_HANDSHAKE_FAILURES("alts_handshake_failures");
+    ALTS_HANDSHAKE_FAILURES("alts_handshake_failures"),
+    /**
+     * Times a connection's peer was slowed: its connection-level flow-control credit withheld
+     * because the connection's read budget, or its share of the process budget, was exceeded.
+     */
+    PEERS_SLOWED("peers_slowed"),
+    /** Calls a server refused with RESOURCE_EXHAUSTED while over the process budget. */
+    STREAMS_SHED("streams_shed"),
+    /** Connections a server closed on arrival while far over the process budget. */
+    CONNECTIONS_REFUSED("connections_refused");
 
     private final String key;
     private final LongAdder total = new LongAdder();

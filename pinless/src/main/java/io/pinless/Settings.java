@@ -1,5 +1,6 @@
 package io.pinless;
 
+import io.pinless.read.ProcessBudget;
 import io.pinless.read.ReadBudget;
 import java.util.List;
 import java.util.Locale;
@@ -18,6 +19,10 @@ import java.util.Locale;
  *   <li>{@code pinless.read.budgetBytes} / {@code PINLESS_READ_BUDGET_BYTES} (64 MiB): inbound
  *       bytes a connection may have handed to gRPC and not yet released before it stops reading.
  *       Must exceed the largest message the application accepts.
+ *   <li>{@code pinless.process.budgetBytes} / {@code PINLESS_PROCESS_BUDGET_BYTES} (half the
+ *       JVM's direct memory limit): received bytes all pinless connections of the process may
+ *       hold before the connections holding the most are slowed and a server sheds load (see
+ *       {@link ProcessBudget}).
  *   <li>{@code pinless.read.holdWhileUnwritable} / {@code PINLESS_READ_HOLD_WHILE_UNWRITABLE}
  *       ({@code false}): also stop reading while the channel is not writable.
  *   <li>{@code pinless.alts.crypto} / {@code PINLESS_ALTS_CRYPTO} ({@code auto}): the AES-GCM
@@ -34,6 +39,8 @@ public final class Settings {
   private static final boolean PROVIDER = bool("pinless.provider", false);
   private static final long READ_BUDGET_BYTES =
       positiveLong("pinless.read.budgetBytes", ReadBudget.DEFAULT_LIMIT_BYTES);
+  private static final long PROCESS_BUDGET_BYTES =
+      positiveLong("pinless.process.budgetBytes", ProcessBudget.defaultLimitBytes());
   private static final boolean HOLD_WHILE_UNWRITABLE =
       bool("pinless.read.holdWhileUnwritable", false);
   private static final String ALTS_CRYPTO_PROPERTY = "pinless.alts.crypto";
@@ -62,6 +69,11 @@ public final class Settings {
   /** The read budget of a connection, in bytes. */
   public static long readBudgetBytes() {
     return READ_BUDGET_BYTES;
+  }
+
+  /** The received bytes all pinless connections of the process may hold. */
+  public static long processBudgetBytes() {
+    return PROCESS_BUDGET_BYTES;
   }
 
   /** Whether reads are held while the channel is not writable. */

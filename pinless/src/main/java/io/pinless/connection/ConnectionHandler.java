@@ -29,8 +29,8 @@ import java.util.function.BiConsumer;
  *
  * <p>Back-pressure: with a frame slicer, the connection reads its HTTP/2 frames both ways ({@link
  * InboundMessages} in, {@link ConnectionWindow} out) and is its {@link ReadPolicy}'s {@link
- * ReadPolicy.Valve}. While the read budget is exceeded by more than what incomplete gRPC messages
- * pin, it withholds the connection-level WINDOW_UPDATE frames grpc-netty writes and goes on
+ * ReadPolicy.Valve}. While the read budget (or, with the process over its budget, the
+ * connection's fair share of it) is exceeded by more than what incomplete gRPC messages pin, it withholds the connection-level WINDOW_UPDATE frames grpc-netty writes and goes on
  * reading: the peer may send only the window it holds, and PINGs are still answered. A hold gives
  * the messages under way when it began the credit they still need, up to the budget's limit in
  * all (their lengths are the peer's claims), so a message already started completes. Once the
@@ -104,6 +104,8 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
     if (slicer != null) {
       messages = new InboundMessages(reads.budget().limitBytes());
       window = new ConnectionWindow(messages);
+      // Over the process's budget, even the first window update is capped at the fair share.
+      window.maxCredit(reads.budget().maxCreditBytes(() -> 0));
       reads.valve(new Valve());
     }
     Metric.CONNECTIONS_INSTALLED.add(1);
@@ -281,13 +283,35 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
 
   /** The read policy's valve: the connection window, held while the budget is exceeded. */
   private final class Valve implements ReadPolicy.Valve {
+    /** Room in a capped read for the frames that take no credit: headers, PINGs, SETTINGS. */
+    private static final long MIN_CONTROL_BYTES = 512;
+
     @Override
     public long allowanceBytes() {
       return FrameSlicer.PIN_RATIO * messages.pendingFrameBytes();
     }
 
     @Override
+    public long creditBytes() {
+      return window.credit();
+    }
+
+    /**
+     * While the peer's credit is capped, what it may send: its credit and a frame header's room
+     * for each read; else no bound.
+     */
+    @Override
+    public long readLimitBytes() {
+      return window.capped() ? window.credit() + MIN_CONTROL_BYTES : Long.MAX_VALUE;
+    }
+
+    /**
+     * Caps the peer's credit, holds it back while {@code exceeded}, and sends what may go; true
+     * while the peer waits for credit: held, or capped with increments kept.
+     */
+    @Override
     public boolean holdPeer(boolean exceeded) {
+      window.maxCredit(reads.budget().maxCreditBytes(messages::remainingBytes));
       if (exceeded && !window.holding()) {
         long credit = Math.max(0, window.granted() - messages.dataBytes());
         // A prefix is only a claim: owe at most one budget, whatever the peer says is to come.
@@ -301,7 +325,7 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
         writeOn(ctx, update, ctx.newPromise());
         flushOn(ctx);
       }
-      return window.holding();
+      return window.holding() || window.withheldBytes() > 0;
     }
 
     @Override

@@ -61,9 +61,13 @@ final class LegacyServerBuilder extends ForwardingServerBuilder<LegacyServerBuil
     return this;
   }
 
-  /** The server, with the pinless negotiator: TLS once a key was given, else h2c. */
+  /**
+   * The server, with the pinless negotiator (TLS once a key was given, else h2c), shedding calls
+   * first while the process is over its budget ({@link LoadShedding}).
+   */
   @Override
   public Server build() {
+    netty.intercept(LoadShedding.interceptor());
     NettyBuilders.use(netty, tls == null
         ? PinlessServerCredentials.insecure()
         : PinlessServerCredentials.tls(tls));

@@ -36,9 +36,12 @@ final class NettyBuilders {
     return NettyChannelBuilder.forTarget(target, credentials);
   }
 
-  /** grpc-netty's builder for {@code port} with {@code credentials}, as stock makes it. */
+  /**
+   * grpc-netty's builder for {@code port} with {@code credentials}, as stock makes it, that sheds
+   * calls while the process is over its budget ({@link LoadShedding}).
+   */
   static ServerBuilder<?> server(int port, ServerCredentials credentials) {
-    return NettyServerBuilder.forPort(port, credentials);
+    return NettyServerBuilder.forPort(port, credentials).intercept(LoadShedding.interceptor());
   }
 
   /**

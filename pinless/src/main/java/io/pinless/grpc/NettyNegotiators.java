@@ -24,12 +24,14 @@ import io.netty.handler.codec.ByteToMessageDecoder;
 import io.netty.handler.codec.http2.Http2Settings;
 import io.netty.handler.ssl.SslContext;
 import io.netty.util.AsciiString;
+import io.pinless.PinlessMetrics.Metric;
 import io.pinless.Settings;
 import io.pinless.alts.handshake.AltsHandshakeHandler;
 import io.pinless.alts.handshake.AltsHandshakeResult;
 import io.pinless.connection.ConnectionHandler;
 import io.pinless.connection.RecordStage;
 import io.pinless.http2.FrameSlicer;
+import io.pinless.read.ProcessBudget;
 import io.pinless.read.ReadBudget;
 import io.pinless.read.ReadPolicy;
 import io.pinless.tls.TlsHandshakeHandler;
@@ -74,9 +76,19 @@ final class NettyNegotiators {
    * How a connection gets its record stage: none (h2c), one made at once by a factory (a record
    * protocol that needs no handshake), or the one an ALTS or TLS handshake keys.
    */
-  private record Security(
-      Supplier<? extends RecordStage> stages, AltsOptions alts, TlsOptions tls) {
+  private record Security(Supplier<? extends RecordStage> stages, AltsOptions alts,
+      TlsOptions tls, ProcessBudget budget) {
     static final Security PLAINTEXT = new Security(() -> null, null, null);
+
+    /** Connections that report to the process's budget. */
+    Security(Supplier<? extends RecordStage> stages, AltsOptions alts, TlsOptions tls) {
+      this(stages, alts, tls, null);
+    }
+
+    /** The budget the connections report to: the process's unless one was given. */
+    ProcessBudget processBudget() {
+      return budget != null ? budget : ProcessBudget.process();
+    }
 
     boolean handshakes() {
       return alts != null || tls != null;
@@ -139,6 +151,13 @@ final class NettyNegotiators {
   static ServerCredentials serverCredentials(Supplier<? extends RecordStage> stages) {
     return InternalNettyServerCredentials.create(
         new ServerFactory(new Security(stages, null, null)));
+  }
+
+  /** As {@link #serverCredentials(Supplier)}, its connections reporting to {@code budget}. */
+  static ServerCredentials serverCredentials(
+      Supplier<? extends RecordStage> stages, ProcessBudget budget) {
+    return InternalNettyServerCredentials.create(
+        new ServerFactory(new Security(stages, null, null, budget)));
   }
 
   /** ALTS with the pinless pipeline, whatever the switch says: grpc-netty has no ALTS. */
@@ -343,9 +362,16 @@ final class NettyNegotiators {
 
     @Override
     protected void protocolNegotiationEventTriggered(ChannelHandlerContext ctx) {
+      ProcessBudget process = security.processBudget();
+      if (server && process.refusesConnections()) {
+        Metric.CONNECTIONS_REFUSED.add(1);
+        ctx.close();
+        return;
+      }
       AltsOptions alts = security.alts();
       TlsOptions tls = security.tls();
-      connection = new ConnectionHandler(new ReadBudget(Settings.readBudgetBytes()),
+      connection = new ConnectionHandler(
+          new ReadBudget(Settings.readBudgetBytes(), process),
           Settings.holdWhileUnwritable(),
           security.handshakes() ? RECORD_READ_BYTES : ReadPolicy.MAX_READ_BYTES);
       ctx.pipeline().addFirst("pinless", connection);

@@ -24,6 +24,10 @@ import io.netty.buffer.Unpooled;
  * smallest initial stream window it has advertised. A write that is not a {@link ByteBuf}
  * ends the walk: from then on nothing is withheld or counted ({@link #tracking} is false).
  *
+ * <p>Besides a hold, a cap ({@link #maxCredit}) bounds the credit the peer holds, and the bytes it
+ * sends after the cap was set count against it: an update that would pass it is withheld too,
+ * and {@link #release} gives no more than it leaves.
+ *
  * <p>A hold may owe credit: the bytes still to come of messages under way when it began, which the
  * peer's remaining window did not cover. {@link #release} gives kept increments up to that owed
  * credit while holding, and all of them once the hold ends.
@@ -64,6 +68,12 @@ public final class ConnectionWindow {
   /** Increments withheld and not yet released. */
   private long withheld;
   private boolean holding;
+  /**
+   * The most this end may have granted in all: the DATA bytes received when the cap was set and
+   * the cap. Fixed in those terms, the credit a cap allows is not granted again as it arrives.
+   * {@link Long#MAX_VALUE} for no cap.
+   */
+  private long maxGranted = Long.MAX_VALUE;
   /** While holding: credit still owed to messages under way when the hold began. */
   private long owed;
   /** The smallest SETTINGS_INITIAL_WINDOW_SIZE sent, HTTP/2's default included; 0 when unknown. */
@@ -93,7 +103,7 @@ public final class ConnectionWindow {
     if (state == State.HEADER && cutBytes == 0 && end - pos == WINDOW_UPDATE_FRAME_BYTES
         && isConnectionWindowUpdate(out, pos)) {
       long increment = out.getInt(pos + FrameHeader.BYTES) & 0x7fffffffL;
-      if (holding) {
+      if (holding || granted + increment > maxGranted) {
         withheld += increment;
         return true;
       }
@@ -131,6 +141,25 @@ public final class ConnectionWindow {
     return tracking() ? smallestStreamWindow : 0;
   }
 
+  /** The credit the peer holds: granted less the DATA bytes it has sent; 0 when overdrawn. */
+  public long credit() {
+    return Math.max(0, granted - inbound.dataBytes());
+  }
+
+  /** True while the peer's credit is capped. */
+  public boolean capped() {
+    return maxGranted != Long.MAX_VALUE;
+  }
+
+  /**
+   * Caps the peer's credit at {@code bytes} ({@link Long#MAX_VALUE}: no cap), counting the DATA
+   * bytes it sends from now on against the cap until the next call.
+   */
+  public void maxCredit(long bytes) {
+    long received = inbound.dataBytes();
+    maxGranted = bytes >= Long.MAX_VALUE - received ? Long.MAX_VALUE : received + Math.max(0, bytes);
+  }
+
   /** Increments withheld and not yet released. */
   public long withheldBytes() {
     return withheld;
@@ -160,14 +189,15 @@ public final class ConnectionWindow {
   }
 
   /**
-   * A WINDOW_UPDATE for the kept increments that may go now (all of them unless holding, else up to
-   * the owed credit), counted as granted; null when none may go or the walk is inside a frame.
+   * A WINDOW_UPDATE for the kept increments that may go now (while holding, up to the owed
+   * credit; in any case no more than the cap leaves room for), counted as granted; null when none may go or the walk is inside a frame.
    * The caller writes it past this window (it is not walked) before any other write.
    *
    * @return caller must release (it is written on)
    */
   public ByteBuf release(ByteBufAllocator alloc) {
-    long give = holding ? Math.min(withheld, owed) : withheld;
+    long give = Math.min(holding ? Math.min(withheld, owed) : withheld,
+        Math.max(0, maxGranted - granted));
     give = Math.min(give, Integer.MAX_VALUE);
     if (give == 0 || state != State.HEADER || cutBytes != 0) {
       return null;

@@ -3,6 +3,7 @@ package io.pinless.read;
 import io.netty.buffer.ByteBuf;
 import io.pinless.PinlessMetrics.Metric;
 import java.util.Arrays;
+import java.util.function.LongSupplier;
 
 /**
  * The inbound memory a connection has handed on and that is still held downstream, against a
@@ -23,6 +24,10 @@ import java.util.Arrays;
  * outlives its last downstream release by at most that; a budget also sweeps when its table is
  * full and before it says it is exceeded.
  *
+ * <p>A budget made with a {@link ProcessBudget} reports what it tracks, and its peer's credit,
+ * there too, and while the process's budget is pressed bounds the credit the peer may get
+ * ({@link #maxCreditBytes}).
+ *
  * <p>The limit bounds what the application holds, not the messages under way: gRPC holds every
  * byte of a message until the message is complete, so a connection that knows its messages (see
  * {@link ReadPolicy.Valve}) lets the total exceed the limit by what incomplete messages pin. A
@@ -36,6 +41,14 @@ public final class ReadBudget {
   private static final int INITIAL_SLOTS = 4;
 
   private final long limitBytes;
+  /** Where the tracked bytes are summed with every other connection's; null for nowhere. */
+  private final ProcessBudget process;
+  /** The credit last reported to {@link #process}. */
+  private long credit;
+  /** What {@link #process} lends this connection past its fair share. */
+  private long overdraft;
+  /** The connection left {@link #process}: {@link #releaseAll} ran. */
+  private boolean left;
   /**
    * The tracked buffers, each with one reference held by this budget; {@code [0, count)}. Made on
    * the first {@link #track}, doubled when a sweep cannot make room, and given back by {@link
@@ -52,10 +65,22 @@ public final class ReadBudget {
 
   /** A budget of {@code limitBytes}; {@link Long#MAX_VALUE} never holds reads back. */
   public ReadBudget(long limitBytes) {
+    this(limitBytes, null);
+  }
+
+  /**
+   * A budget of {@code limitBytes} that also reports to {@code process} (null for none): while
+   * the process is over its limit, this budget is exceeded above its fair share too.
+   */
+  public ReadBudget(long limitBytes, ProcessBudget process) {
     if (limitBytes <= 0) {
       throw new IllegalArgumentException("limitBytes " + limitBytes + " must be positive");
     }
     this.limitBytes = limitBytes;
+    this.process = process;
+    if (process != null) {
+      process.join();
+    }
   }
 
   /** The limit in bytes. */
@@ -84,6 +109,9 @@ public final class ReadBudget {
     tracked[count++] = buf.retain();
     trackedBytes += capacity;
     Metric.TRACKED_BYTES.add(capacity);
+    if (process != null) {
+      process.add(capacity);
+    }
   }
 
   /**
@@ -119,6 +147,41 @@ public final class ReadBudget {
   public boolean isExceeded(long allowanceBytes) {
     long bound = limitBytes + Math.max(0, allowanceBytes);
     return trackedBytes > bound && retainedBytes() > bound;
+  }
+
+  /**
+   * Sets the flow-control credit this connection's peer may still use, reported to the process's
+   * budget; nothing without one.
+   */
+  public void credit(long bytes) {
+    if (process != null && !left) {
+      process.addCredit(bytes - credit);
+      credit = bytes;
+    }
+  }
+
+  /**
+   * The most credit the peer may hold now. Unbounded unless the process's budget is pressed
+   * ({@link ProcessBudget#isPressed}); then what the fair share, and a loan from the process's
+   * overdraft, leave beyond what is held. The loan is asked for what the connection holds and is
+   * owed past its share, or needs to complete its messages under way ({@code needed}, asked only
+   * then), and repaid as that falls.
+   */
+  public long maxCreditBytes(LongSupplier needed) {
+    if (process == null || left) {
+      return Long.MAX_VALUE;
+    }
+    if (!process.isPressed()) {
+      overdraft = process.overdraft(overdraft, 0);
+      return Long.MAX_VALUE;
+    }
+    // The loan covers what this connection holds and is owed past its share, and what its
+    // messages under way still need; it is repaid as the application releases.
+    long share = process.fairShareBytes();
+    // Bytes read pin up to a quarter more: a pool rounds a read's buffer up to its size class.
+    long toCome = Math.max(credit, needed.getAsLong()) * 5 / 4;
+    overdraft = process.overdraft(overdraft, Math.max(0, trackedBytes + toCome - share));
+    return Math.max(0, share + overdraft - trackedBytes) * 4 / 5;
   }
 
   /** How many buffers the tracking arrays have room for: 0 when it has none. */
@@ -168,6 +231,9 @@ public final class ReadBudget {
       Arrays.fill(tracked, kept, count, null);
       trackedBytes -= released;
       Metric.TRACKED_BYTES.add(-released);
+      if (process != null) {
+        process.remove(released);
+      }
     }
     count = kept;
   }
@@ -178,6 +244,15 @@ public final class ReadBudget {
       tracked[i].release();
     }
     Metric.TRACKED_BYTES.add(-trackedBytes);
+    if (process != null && !left) {
+      left = true;
+      process.remove(trackedBytes);
+      process.addCredit(-credit);
+      process.overdraft(overdraft, 0);
+      process.leave();
+      credit = 0;
+      overdraft = 0;
+    }
     tracked = null;
     capacities = null;
     count = 0;

@@ -128,6 +128,16 @@ public final class ReadPolicy
 
     /** True when the peer has sent more than the credit it was given: reads are held then. */
     boolean peerOverdrawn();
+
+    /** The flow-control credit the peer may still use: granted and not yet sent. */
+    default long creditBytes() {
+      return 0;
+    }
+
+    /** The most a read the policy sizes needs now; {@link Long#MAX_VALUE} for no bound. */
+    default long readLimitBytes() {
+      return Long.MAX_VALUE;
+    }
   }
 
   /** A stage above that may supply the next read's buffer or size. */
@@ -378,19 +388,21 @@ public final class ReadPolicy
       return;
     }
     boolean held = valveHolding;
+    budget.credit(valve.creditBytes());
     valveHolding = valve.holdPeer(budget.isExceeded(valve.allowanceBytes()));
     if (valveHolding && !held) {
+      Metric.PEERS_SLOWED.add(1);
       warnHeld();
     }
   }
 
   /**
    * Logs, once per connection and at most once per {@link #WARNING_INTERVAL_NANOS} in the
-   * process, that the budget holds this connection back.
+   * process, that the connection's own budget holds it back.
    */
   private void warnHeld() {
-    if (warned) {
-      return;
+    if (warned || budget.retainedBytes() <= budget.limitBytes()) {
+      return; // held for the process's budget, which logs for itself
     }
     warned = true;
     long now = System.nanoTime();
@@ -461,7 +473,15 @@ public final class ReadPolicy
             ? roomyBuffer(alloc, bytes) : alloc.ioBuffer(bytes);
       }
     }
-    ByteBuf buf = alloc.ioBuffer(size);
+    int bytes = size;
+    if (valve != null) {
+      // A read sized to the credit the peer holds pins no more than what may come.
+      long limit = valve.readLimitBytes();
+      if (limit < bytes) {
+        bytes = (int) Math.max(MIN_READ_BYTES, limit + headroom);
+      }
+    }
+    ByteBuf buf = alloc.ioBuffer(bytes);
     return buf.writerIndex(headroom).readerIndex(headroom);
   }
 

@@ -20,12 +20,14 @@ import io.opentelemetry.sdk.metrics.data.MetricDataType;
 import io.opentelemetry.sdk.testing.exporter.InMemoryMetricReader;
 import io.pinless.PinlessMetrics;
 import io.pinless.PinlessMetrics.Metric;
+import io.pinless.Settings;
 import io.pinless.testing.TestCertificates;
 import java.util.EnumMap;
 import java.util.EnumSet;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.Set;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -43,8 +45,10 @@ class OpenTelemetryExportTest {
 
   /** Every instrument's unit; a sum is monotonic unless named in {@link #UP_DOWN}. */
   private static final Map<String, String> UNITS = new LinkedHashMap<>();
-  private static final java.util.Set<String> UP_DOWN =
-      java.util.Set.of("pinless.read.held", "pinless.connection.open");
+  private static final Set<String> UP_DOWN =
+      Set.of("pinless.read.held", "pinless.connection.open");
+  /** The instruments that read a value as it is now. */
+  private static final Set<String> GAUGES = Set.of("pinless.process.budget", "pinless.process.held");
 
   static {
     for (String bytes : new String[] {"pinless.data.sliced", "pinless.data.copied",
@@ -59,6 +63,11 @@ class OpenTelemetryExportTest {
     UNITS.put("pinless.handshake.completed", "{handshake}");
     UNITS.put("pinless.handshake.failed", "{handshake}");
     UNITS.put("pinless.alts.crypto_fallbacks", "{fallback}");
+    UNITS.put("pinless.process.budget", "By");
+    UNITS.put("pinless.process.held", "By");
+    UNITS.put("pinless.connection.slowed", "{connection}");
+    UNITS.put("pinless.call.shed", "{call}");
+    UNITS.put("pinless.connection.refused", "{connection}");
   }
 
   private InMemoryMetricReader reader;
@@ -83,11 +92,17 @@ class OpenTelemetryExportTest {
     assertEquals(UNITS.keySet(), before.keySet(), "the instruments");
     for (MetricData m : before.values()) {
       assertEquals(UNITS.get(m.getName()), m.getUnit(), m.getName() + "'s unit");
+      assertTrue(!m.getDescription().isEmpty(), m.getName() + " has a description");
+      if (GAUGES.contains(m.getName())) {
+        assertEquals(MetricDataType.LONG_GAUGE, m.getType(), m.getName());
+        continue;
+      }
       assertEquals(MetricDataType.LONG_SUM, m.getType(), m.getName());
       assertEquals(!UP_DOWN.contains(m.getName()), m.getLongSumData().isMonotonic(),
-          m.getName() + " is monotonic unless it is a gauge");
-      assertTrue(!m.getDescription().isEmpty(), m.getName() + " has a description");
+          m.getName() + " is monotonic unless it goes down");
     }
+    assertEquals(Settings.processBudgetBytes(),
+        value(before, "pinless.process.budget", Attributes.empty()), "the process's budget");
 
     long open;
     byte[] message = TestService.message(1 << 20, 7);
@@ -157,6 +172,10 @@ class OpenTelemetryExportTest {
     wiring.put(Metric.ALTS_HANDSHAKE_FAILURES, new Point("pinless.handshake.failed", ALTS));
     wiring.put(Metric.ALTS_CRYPTO_FALLBACKS,
         new Point("pinless.alts.crypto_fallbacks", Attributes.empty()));
+    wiring.put(Metric.PEERS_SLOWED, new Point("pinless.connection.slowed", Attributes.empty()));
+    wiring.put(Metric.STREAMS_SHED, new Point("pinless.call.shed", Attributes.empty()));
+    wiring.put(Metric.CONNECTIONS_REFUSED,
+        new Point("pinless.connection.refused", Attributes.empty()));
     assertEquals(EnumSet.allOf(Metric.class), wiring.keySet(), "every metric is exported");
 
     Map<String, MetricData> start = collect();
@@ -189,8 +208,10 @@ class OpenTelemetryExportTest {
     return byName;
   }
 
-  private static long value(Map<String, MetricData> metrics, String name, Attributes attributes) {
-    for (LongPointData p : metrics.get(name).getLongSumData().getPoints()) {
+  static long value(Map<String, MetricData> metrics, String name, Attributes attributes) {
+    MetricData data = metrics.get(name);
+    for (LongPointData p : data.getType() == MetricDataType.LONG_GAUGE
+        ? data.getLongGaugeData().getPoints() : data.getLongSumData().getPoints()) {
       if (p.getAttributes().equals(attributes)) {
         return p.getValue();
       }

@@ -55,6 +55,41 @@ class ConnectionWindowTest {
     assertEquals(0, w.withheldBytes());
   }
 
+  @Test
+  void aCapWithholdsUpdatesPastItAndCountsTheBytesReceivedSinceAgainstIt() {
+    InboundMessages inbound = new InboundMessages(1 << 20);
+    ConnectionWindow w = new ConnectionWindow(inbound);
+    assertFalse(write(w, settings(0)), "a server's first frame");
+    assertFalse(w.capped());
+    w.maxCredit(70_000);
+    assertTrue(w.capped());
+    assertFalse(write(w, windowUpdate(0, 4000)), "65,535 + 4,000 is within 70,000");
+    assertTrue(write(w, windowUpdate(0, 1000)), "another 1,000 would pass the cap: withheld");
+    ByteBuf partial = w.release(UnpooledByteBufAllocator.DEFAULT);
+    assertEquals(465, partial.getInt(9), "the release gives what the cap leaves");
+    partial.release();
+    assertEquals(70_000, w.credit());
+
+    ByteBuf received = frame(Unpooled.buffer(), 0x1, 0x4, 1, Unpooled.buffer());
+    frame(received, 0x0, 0, 1, Unpooled.buffer().writeZero(10_000));
+    inbound.read(received);
+    received.release();
+    assertEquals(60_000, w.credit());
+    assertNull(w.release(UnpooledByteBufAllocator.DEFAULT),
+        "what arrived since the cap was set counts against it: nothing more may go");
+
+    w.maxCredit(60_535);
+    ByteBuf update = w.release(UnpooledByteBufAllocator.DEFAULT);
+    assertEquals(535, update.getInt(9), "a new cap leaves room for the rest kept");
+    update.release();
+    assertEquals(60_535, w.credit());
+    assertEquals(0, w.withheldBytes());
+
+    w.maxCredit(Long.MAX_VALUE);
+    assertFalse(w.capped());
+    assertFalse(write(w, windowUpdate(0, 1 << 20)), "uncapped, every update passes");
+  }
+
   private static ByteBuf settings(int flags, int... idsAndValues) {
     ByteBuf payload = Unpooled.buffer();
     for (int i = 0; i < idsAndValues.length; i += 2) {

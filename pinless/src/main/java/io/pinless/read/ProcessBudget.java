@@ -1,0 +1,269 @@
+package io.pinless.read;
+
+import io.netty.util.internal.PlatformDependent;
+import io.pinless.Settings;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+
+/**
+ * The received memory all connections of a process hold, against one limit. Each connection's
+ * {@link ReadBudget} adds the pooled bytes it tracks (its read buffers and copies that gRPC and
+ * the application still hold) and takes them off when they are released.
+ *
+ * <p>Each HTTP/2 connection also reports its credit: the connection-level flow-control window
+ * its peer may still fill without asking. Held bytes plus credit are what the process has
+ * committed; over the limit, no more credit is granted than the connections' fair shares allow.
+ *
+ * <p>Three responses; the two that shed are lifted with hysteresis so that they do not flap:
+ *
+ * <ul>
+ *   <li>While held bytes and credit are over {@link #PRESSED} of the limit, no peer gets more
+ *       credit than its connection's fair share (the limit over the connections that report)
+ *       leaves beyond what the connection holds, by withholding HTTP/2 window updates. The
+ *       shares divide the limit less an overdraft of {@link #OVERDRAFT} of it, from which a
+ *       connection over its share borrows what its messages under way need, so that a message
+ *       started completes while others' are released; a loan is repaid as the application
+ *       releases. Connections under their share are not slowed. Held memory stays within the
+ *       limit but for what shares that shrink as connections come had already granted.
+ *   <li>From the limit until memory falls under {@link #STREAMS_RESUME} of it: a server refuses
+ *       new calls ({@link #shedsStreams}).
+ *   <li>From {@link #CONNECTIONS_REFUSED} of the limit until memory falls under the limit: a
+ *       server also closes new connections ({@link #refusesConnections}).
+ * </ul>
+ *
+ * <p>Each rise is logged once per condition, at most once per {@link #LOG_INTERVAL_NANOS}.
+ *
+ * <p>Thread-safe: connections on every event loop add to it.
+ */
+public final class ProcessBudget {
+  /** Credit is capped at fair shares while held bytes and credit are over this share. */
+  public static final double PRESSED = 0.5;
+  /** What messages under way may borrow past their connections' shares, as a share of the limit. */
+  public static final double OVERDRAFT = 0.05;
+  /** Shedding stops once held memory falls under this share of the limit. */
+  public static final double STREAMS_RESUME = 0.75;
+  /** Connections are refused from this share of the limit until memory falls under the limit. */
+  public static final double CONNECTIONS_REFUSED = 1.125;
+  /** One log line per condition per minute at most. */
+  static final long LOG_INTERVAL_NANOS = TimeUnit.MINUTES.toNanos(1);
+  private static final Logger logger = Logger.getLogger(ProcessBudget.class.getName());
+
+  /** No pressure. */
+  private static final int CLEAR = 0;
+  /** New calls are refused. */
+  private static final int SHEDDING = 1;
+  /** New calls and new connections are refused. */
+  private static final int REFUSING = 2;
+
+  private final long limitBytes;
+  private final AtomicLong heldBytes = new AtomicLong();
+  /** The most {@link #heldBytes} has been since made or {@link #resetPeak}. */
+  private final AtomicLong peakBytes = new AtomicLong();
+  /** Credit the connections' peers may still use. */
+  private final AtomicLong creditBytes = new AtomicLong();
+  /** Credit lent past fair shares, at most {@link #overdraftLimit}. */
+  private final AtomicLong overdraftBytes = new AtomicLong();
+  private final long overdraftLimit;
+  /** Connections that report here. */
+  private final AtomicInteger connections = new AtomicInteger();
+  private final AtomicInteger level = new AtomicInteger(CLEAR);
+  /** When each level may be logged again ({@link System#nanoTime}); 0 at first. */
+  private final AtomicLong[] nextLog = {new AtomicLong(), new AtomicLong(), new AtomicLong()};
+
+  /** The process's budget, read from {@code pinless.process.budgetBytes} on first use. */
+  private static final class Process {
+    static final ProcessBudget BUDGET = new ProcessBudget(Settings.processBudgetBytes());
+  }
+
+  /** The budget every pinless connection of the process reports to. */
+  public static ProcessBudget process() {
+    return Process.BUDGET;
+  }
+
+  /** Half the JVM's direct memory limit: the default {@code pinless.process.budgetBytes}. */
+  public static long defaultLimitBytes() {
+    return Math.max(1, PlatformDependent.maxDirectMemory() / 2);
+  }
+
+  /** A budget of {@code limitBytes} for the connections that report to it. */
+  public ProcessBudget(long limitBytes) {
+    if (limitBytes <= 0) {
+      throw new IllegalArgumentException("limitBytes " + limitBytes + " must be positive");
+    }
+    this.limitBytes = limitBytes;
+    this.overdraftLimit = (long) (limitBytes * OVERDRAFT);
+  }
+
+  /** The limit in bytes. */
+  public long limitBytes() {
+    return limitBytes;
+  }
+
+  /** The received bytes the connections hold now. */
+  public long heldBytes() {
+    return heldBytes.get();
+  }
+
+  /** The most the connections have held at once since the budget was made or the peak reset. */
+  public long peakBytes() {
+    return peakBytes.get();
+  }
+
+  /** Starts the peak again from what is held now. */
+  public void resetPeak() {
+    peakBytes.set(heldBytes.get());
+  }
+
+  /** The flow-control credit the connections' peers may still use. */
+  public long creditBytes() {
+    return creditBytes.get();
+  }
+
+  /** How many connections report here. */
+  public int connections() {
+    return connections.get();
+  }
+
+  /** True while held bytes and credit are over the limit: fair shares then apply. */
+  public boolean isOver() {
+    return heldBytes.get() + creditBytes.get() > limitBytes;
+  }
+
+  /** True while held bytes and credit are over {@link #PRESSED} of the limit: shares apply. */
+  public boolean isPressed() {
+    return heldBytes.get() + creditBytes.get() > limitBytes * PRESSED;
+  }
+
+  /** Credit lent to messages under way past their connections' shares. */
+  public long overdraftBytes() {
+    return overdraftBytes.get();
+  }
+
+  /**
+   * A connection that borrows {@code current} asks for {@code wanted}: gives back what it no
+   * longer wants, lends what the overdraft has room for.
+   *
+   * @return what the connection borrows now
+   */
+  long overdraft(long current, long wanted) {
+    if (wanted <= current) {
+      if (wanted < current) {
+        overdraftBytes.addAndGet(wanted - current);
+      }
+      return wanted;
+    }
+    while (true) {
+      long used = overdraftBytes.get();
+      long take = Math.min(wanted - current, overdraftLimit - used);
+      if (take <= 0) {
+        return current;
+      }
+      if (overdraftBytes.compareAndSet(used, used + take)) {
+        return current + take;
+      }
+    }
+  }
+
+  /**
+   * What each connection may hold and be owed while the process's budget is pressed: the limit
+   * less the overdraft, over the connections.
+   */
+  public long fairShareBytes() {
+    return (limitBytes - overdraftLimit) / Math.max(1, connections.get());
+  }
+
+  /** A connection starts reporting here. */
+  void join() {
+    connections.incrementAndGet();
+  }
+
+  /** A connection that reported here ended. */
+  void leave() {
+    connections.decrementAndGet();
+  }
+
+  /** A connection's credit changed by {@code delta}. */
+  void addCredit(long delta) {
+    creditBytes.addAndGet(delta);
+  }
+
+  /** True while new calls are refused: from the limit until under {@link #STREAMS_RESUME}. */
+  public boolean shedsStreams() {
+    return level() >= SHEDDING;
+  }
+
+  /**
+   * True while new connections are refused: from {@link #CONNECTIONS_REFUSED} of the limit until
+   * under the limit.
+   */
+  public boolean refusesConnections() {
+    return level() == REFUSING;
+  }
+
+  /** A connection's budget tracks {@code bytes} more. */
+  void add(long bytes) {
+    long held = heldBytes.addAndGet(bytes);
+    if (held > peakBytes.get()) {
+      peakBytes.accumulateAndGet(held, Math::max);
+    }
+    level();
+  }
+
+  /** A connection's budget released {@code bytes}. */
+  void remove(long bytes) {
+    heldBytes.addAndGet(-bytes);
+    level();
+  }
+
+  /** The level for the memory held now, moved up or down past its thresholds. */
+  private int level() {
+    while (true) {
+      int current = level.get();
+      long held = heldBytes.get();
+      int next = current;
+      if (held >= limitBytes * CONNECTIONS_REFUSED) {
+        next = REFUSING;
+      } else if (held > limitBytes) {
+        next = Math.max(current, SHEDDING);
+      } else if (current == REFUSING) {
+        next = SHEDDING;
+      }
+      if (next == SHEDDING && held < limitBytes * STREAMS_RESUME) {
+        next = CLEAR;
+      }
+      if (next == current) {
+        return current;
+      }
+      if (level.compareAndSet(current, next)) {
+        if (next > current) {
+          log(next, held);
+        }
+        return next;
+      }
+    }
+  }
+
+  private void log(int reached, long held) {
+    long now = System.nanoTime();
+    AtomicLong gate = nextLog[reached];
+    long next = gate.get();
+    if (next != 0 && now - next < 0 || !gate.compareAndSet(next, now + LOG_INTERVAL_NANOS | 1)) {
+      return;
+    }
+    if (reached == SHEDDING) {
+      logger.log(Level.WARNING, "pinless: connections hold {0} received bytes, over the process "
+          + "budget of {1} (pinless.process.budgetBytes); new calls get RESOURCE_EXHAUSTED and "
+          + "the connections holding the most are slowed until under {2}",
+          new Object[] {Long.toString(held), Long.toString(limitBytes),
+              Long.toString((long) (limitBytes * STREAMS_RESUME))});
+    } else {
+      logger.log(Level.WARNING, "pinless: connections hold {0} received bytes, {1} times the "
+          + "process budget of {2} (pinless.process.budgetBytes); new connections are closed "
+          + "until under {2}", new Object[] {Long.toString(held),
+              Double.toString(CONNECTIONS_REFUSED), Long.toString(limitBytes)});
+    }
+  }
+}

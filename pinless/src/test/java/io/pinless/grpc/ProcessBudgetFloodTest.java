@@ -1,0 +1,149 @@
+package io.pinless.grpc;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.grpc.ManagedChannel;
+import io.grpc.Status;
+import io.opentelemetry.api.common.Attributes;
+import io.opentelemetry.sdk.metrics.SdkMeterProvider;
+import io.opentelemetry.sdk.metrics.data.MetricData;
+import io.opentelemetry.sdk.testing.exporter.InMemoryMetricReader;
+import io.pinless.BudgetInstruments;
+import io.pinless.read.ProcessBudget;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The process budget against a flood: 12 clients uploading 1 MiB messages to a service that
+ * keeps each one 200 ms. With a 16 MiB budget the server's pool pins at most 10% more than it,
+ * every call either completes with the right bytes or is shed with {@code RESOURCE_EXHAUSTED},
+ * and the OpenTelemetry instruments follow; without one the same flood pins more than twice as
+ * much. The server has a pool of its own, so what it pins is the server's alone.
+ */
+class ProcessBudgetFloodTest {
+  /** 60 s: a hang guard only; every wait ends on an event. */
+  private static final long HANG_GUARD_SECONDS = 60;
+  private static final int CONNECTIONS = 12;
+  private static final int CALLS = 3;
+  private static final int MESSAGES = 4;
+  private static final int MESSAGE_BYTES = 1 << 20;
+  /** How long the service keeps each message: long enough that 12 clients outrun it. */
+  private static final long HOLD_MILLIS = 200;
+  private static final long BUDGET_BYTES = 16L << 20;
+  private static final Attributes NONE = Attributes.empty();
+
+  /** A flood's calls and the most the server's pool pinned meanwhile. */
+  private record Run(List<Flood.Outcome> outcomes, long serverPinnedPeak) {}
+
+  @Test
+  void theServersReceivedMemoryStaysNearItsBudgetAndEveryCallEndsWell() throws Exception {
+    ProcessBudget budget = new ProcessBudget(BUDGET_BYTES);
+    InMemoryMetricReader reader = InMemoryMetricReader.create();
+    SdkMeterProvider meters = SdkMeterProvider.builder().registerMetricReader(reader).build();
+    AutoCloseable instruments = BudgetInstruments.register(meters, budget);
+    Map<String, MetricData> before = collect(reader);
+    long[] heldSeen = new long[1];
+    Run run;
+    Map<String, MetricData> after;
+    try {
+      run = flood(budget, true, () -> heldSeen[0] = Math.max(heldSeen[0],
+          OpenTelemetryExportTest.value(collect(reader), "pinless.process.held", NONE)));
+      after = collect(reader);
+    } finally {
+      instruments.close();
+      meters.close();
+    }
+    long slowed = grew(before, after, "pinless.connection.slowed");
+    long shed = grew(before, after, "pinless.call.shed");
+    long ok = run.outcomes().stream().filter(Flood.Outcome::completedWithTheRightBytes).count();
+    System.out.printf("flood with a %d MiB budget: server pool pinned at most %.1f MiB, the "
+        + "budget counted at most %.1f MiB; %d peers slowed, %d of %d calls shed%n",
+        BUDGET_BYTES >> 20, run.serverPinnedPeak() / 1048576.0,
+        budget.peakBytes() / 1048576.0, slowed, shed, run.outcomes().size());
+
+    for (Flood.Outcome o : run.outcomes()) {
+      assertTrue(o.completedWithTheRightBytes()
+              || o.status().getCode() == Status.Code.RESOURCE_EXHAUSTED,
+          "a call completes with the right bytes or is shed: " + o);
+    }
+    assertEquals(CONNECTIONS * CALLS, run.outcomes().size());
+    assertEquals(shed, run.outcomes().size() - ok, "every call not completed was shed");
+    assertTrue(ok > 0, "calls complete");
+    assertTrue(slowed > 0, "peers were slowed");
+    assertTrue(run.serverPinnedPeak() <= BUDGET_BYTES * 11 / 10,
+        "the server's pool pinned " + run.serverPinnedPeak() + " against a budget of "
+            + BUDGET_BYTES);
+    assertTrue(budget.peakBytes() <= BUDGET_BYTES * 11 / 10,
+        "the budget counted " + budget.peakBytes() + " against " + BUDGET_BYTES);
+    assertEquals(0, budget.heldBytes(), "everything released");
+    assertEquals(0, budget.overdraftBytes(), "every loan repaid");
+    assertEquals(BUDGET_BYTES, OpenTelemetryExportTest.value(after, "pinless.process.budget",
+        NONE), "the budget's instrument");
+    assertTrue(heldSeen[0] > BUDGET_BYTES / 2, "the held instrument followed the flood");
+  }
+
+  @Test
+  void withoutABudgetTheSameFloodPinsFarMore() throws Exception {
+    Run run = flood(new ProcessBudget(Long.MAX_VALUE), false, () -> {});
+    System.out.printf("flood without a budget: server pool pinned at most %.1f MiB%n",
+        run.serverPinnedPeak() / 1048576.0);
+    assertTrue(run.outcomes().stream().allMatch(Flood.Outcome::completedWithTheRightBytes));
+    assertTrue(run.serverPinnedPeak() > 3 * BUDGET_BYTES / 2,
+        "the flood pins more than 1.5 times the budget unbounded: " + run.serverPinnedPeak());
+  }
+
+  private static Map<String, MetricData> collect(InMemoryMetricReader reader) {
+    Map<String, MetricData> byName = new HashMap<>();
+    for (MetricData m : reader.collectAllMetrics()) {
+      byName.put(m.getName(), m);
+    }
+    return byName;
+  }
+
+  private static long grew(Map<String, MetricData> before, Map<String, MetricData> after,
+      String name) {
+    return OpenTelemetryExportTest.value(after, name, NONE)
+        - OpenTelemetryExportTest.value(before, name, NONE);
+  }
+
+  /**
+   * Runs the flood against a server whose connections report to {@code budget}, reading the
+   * server's pool and calling {@code sample} between short waits until every client is done.
+   */
+  private static Run flood(ProcessBudget budget, boolean shed, Runnable sample)
+      throws Exception {
+    try (Flood flood = new Flood(NettyNegotiators.serverCredentials(() -> null, budget),
+        shed ? LoadShedding.interceptor(budget) : null, HOLD_MILLIS)) {
+      List<CompletableFuture<List<Flood.Outcome>>> clients = new ArrayList<>();
+      for (int i = 0; i < CONNECTIONS; i++) {
+        ManagedChannel channel = flood.connect();
+        clients.add(flood.uploads(channel, CALLS, MESSAGES, MESSAGE_BYTES, i * 1000));
+      }
+      CompletableFuture<Void> all =
+          CompletableFuture.allOf(clients.toArray(new CompletableFuture<?>[0]));
+      long pinned = 0;
+      long guard = System.nanoTime() + TimeUnit.SECONDS.toNanos(HANG_GUARD_SECONDS);
+      while (!all.isDone() && System.nanoTime() - guard < 0) {
+        pinned = Math.max(pinned, flood.serverPool.pinnedDirectMemory());
+        sample.run();
+        try {
+          all.get(5, TimeUnit.MILLISECONDS);
+        } catch (TimeoutException e) {
+          // Sample again.
+        }
+      }
+      List<Flood.Outcome> outcomes = new ArrayList<>();
+      for (CompletableFuture<List<Flood.Outcome>> c : clients) {
+        outcomes.addAll(c.get(HANG_GUARD_SECONDS, TimeUnit.SECONDS));
+      }
+      return new Run(outcomes, pinned);
+    }
+  }
+}
