@@ -15,7 +15,8 @@ import java.util.logging.Logger;
  *
  * <p>Each HTTP/2 connection also reports its credit: the connection-level flow-control window
  * its peer may still fill without asking. Held bytes plus credit are what the process has
- * committed; over the limit, no more credit is granted than the connections' fair shares allow.
+ * committed. Invariant: while the budget is pressed, what a connection holds and is owed stays
+ * within its fair share and its loan, so held memory stays within the limit.
  *
  * <p>Three responses; the two that shed are lifted with hysteresis so that they do not flap:
  *
@@ -60,7 +61,7 @@ public final class ProcessBudget {
 
   private final long limitBytes;
   private final AtomicLong heldBytes = new AtomicLong();
-  /** The most {@link #heldBytes} has been since made or {@link #resetPeak}. */
+  /** The most {@link #heldBytes} has been since the budget was made. */
   private final AtomicLong peakBytes = new AtomicLong();
   /** Credit the connections' peers may still use. */
   private final AtomicLong creditBytes = new AtomicLong();
@@ -107,14 +108,9 @@ public final class ProcessBudget {
     return heldBytes.get();
   }
 
-  /** The most the connections have held at once since the budget was made or the peak reset. */
+  /** The most the connections have held at once since the budget was made. */
   public long peakBytes() {
     return peakBytes.get();
-  }
-
-  /** Starts the peak again from what is held now. */
-  public void resetPeak() {
-    peakBytes.set(heldBytes.get());
   }
 
   /** The flow-control credit the connections' peers may still use. */
@@ -125,11 +121,6 @@ public final class ProcessBudget {
   /** How many connections report here. */
   public int connections() {
     return connections.get();
-  }
-
-  /** True while held bytes and credit are over the limit: fair shares then apply. */
-  public boolean isOver() {
-    return heldBytes.get() + creditBytes.get() > limitBytes;
   }
 
   /** True while held bytes and credit are over {@link #PRESSED} of the limit: shares apply. */

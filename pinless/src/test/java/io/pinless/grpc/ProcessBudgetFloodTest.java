@@ -11,6 +11,7 @@ import io.opentelemetry.sdk.metrics.data.MetricData;
 import io.opentelemetry.sdk.testing.exporter.InMemoryMetricReader;
 import io.pinless.BudgetInstruments;
 import io.pinless.read.ProcessBudget;
+import io.pinless.testing.Flood;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -24,8 +25,8 @@ import org.junit.jupiter.api.Test;
  * The process budget against a flood: 12 clients uploading 1 MiB messages to a service that
  * keeps each one 200 ms. With a 16 MiB budget the server's pool pins at most 10% more than it,
  * every call either completes with the right bytes or is shed with {@code RESOURCE_EXHAUSTED},
- * and the OpenTelemetry instruments follow; without one the same flood pins more than twice as
- * much. The server has a pool of its own, so what it pins is the server's alone.
+ * and the OpenTelemetry instruments follow; without one the same flood pins more than 1.5
+ * times as much. The clients never shed move alike (Jain's index at least 0.9).
  */
 class ProcessBudgetFloodTest {
   /** 60 s: a hang guard only; every wait ends on an event. */
@@ -39,8 +40,25 @@ class ProcessBudgetFloodTest {
   private static final long BUDGET_BYTES = 16L << 20;
   private static final Attributes NONE = Attributes.empty();
 
-  /** A flood's calls and the most the server's pool pinned meanwhile. */
-  private record Run(List<Flood.Outcome> outcomes, long serverPinnedPeak) {}
+  /** A flood's clients and the most the server's pool pinned meanwhile. */
+  private record Run(List<Flood.Client> clients, long serverPinnedPeak) {
+    List<Flood.Outcome> outcomes() {
+      return clients.stream().flatMap(c -> c.outcomes().stream()).toList();
+    }
+
+    /** Jain's fairness index of the throughputs of the clients none of whose calls was shed. */
+    double fairness() {
+      double[] x = clients.stream().filter(c -> !c.failed())
+          .mapToDouble(Flood.Client::throughput).toArray();
+      double sum = 0;
+      double squares = 0;
+      for (double v : x) {
+        sum += v;
+        squares += v * v;
+      }
+      return x.length == 0 ? Double.NaN : sum * sum / (x.length * squares);
+    }
+  }
 
   @Test
   void theServersReceivedMemoryStaysNearItsBudgetAndEveryCallEndsWell() throws Exception {
@@ -64,9 +82,9 @@ class ProcessBudgetFloodTest {
     long shed = grew(before, after, "pinless.call.shed");
     long ok = run.outcomes().stream().filter(Flood.Outcome::completedWithTheRightBytes).count();
     System.out.printf("flood with a %d MiB budget: server pool pinned at most %.1f MiB, the "
-        + "budget counted at most %.1f MiB; %d peers slowed, %d of %d calls shed%n",
-        BUDGET_BYTES >> 20, run.serverPinnedPeak() / 1048576.0,
-        budget.peakBytes() / 1048576.0, slowed, shed, run.outcomes().size());
+        + "budget counted at most %.1f MiB; %d peers slowed, %d of %d calls shed; fairness "
+        + "%.3f%n", BUDGET_BYTES >> 20, run.serverPinnedPeak() / 1048576.0,
+        budget.peakBytes() / 1048576.0, slowed, shed, run.outcomes().size(), run.fairness());
 
     for (Flood.Outcome o : run.outcomes()) {
       assertTrue(o.completedWithTheRightBytes()
@@ -82,6 +100,9 @@ class ProcessBudgetFloodTest {
             + BUDGET_BYTES);
     assertTrue(budget.peakBytes() <= BUDGET_BYTES * 11 / 10,
         "the budget counted " + budget.peakBytes() + " against " + BUDGET_BYTES);
+    double fairness = run.fairness();
+    assertTrue(Double.isNaN(fairness) || fairness >= 0.9,
+        "the clients never shed moved alike: Jain's index " + fairness);
     assertEquals(0, budget.heldBytes(), "everything released");
     assertEquals(0, budget.overdraftBytes(), "every loan repaid");
     assertEquals(BUDGET_BYTES, OpenTelemetryExportTest.value(after, "pinless.process.budget",
@@ -92,8 +113,8 @@ class ProcessBudgetFloodTest {
   @Test
   void withoutABudgetTheSameFloodPinsFarMore() throws Exception {
     Run run = flood(new ProcessBudget(Long.MAX_VALUE), false, () -> {});
-    System.out.printf("flood without a budget: server pool pinned at most %.1f MiB%n",
-        run.serverPinnedPeak() / 1048576.0);
+    System.out.printf("flood without a budget: server pool pinned at most %.1f MiB; fairness "
+        + "%.3f%n", run.serverPinnedPeak() / 1048576.0, run.fairness());
     assertTrue(run.outcomes().stream().allMatch(Flood.Outcome::completedWithTheRightBytes));
     assertTrue(run.serverPinnedPeak() > 3 * BUDGET_BYTES / 2,
         "the flood pins more than 1.5 times the budget unbounded: " + run.serverPinnedPeak());
@@ -119,19 +140,24 @@ class ProcessBudgetFloodTest {
    */
   private static Run flood(ProcessBudget budget, boolean shed, Runnable sample)
       throws Exception {
+    List<byte[]> bodies = new ArrayList<>();
+    for (int i = 0; i < MESSAGES; i++) {
+      bodies.add(TestService.message(MESSAGE_BYTES, i));
+    }
+    long crc = Flood.crc(bodies);
     try (Flood flood = new Flood(NettyNegotiators.serverCredentials(() -> null, budget),
-        shed ? LoadShedding.interceptor(budget) : null, HOLD_MILLIS)) {
-      List<CompletableFuture<List<Flood.Outcome>>> clients = new ArrayList<>();
+        shed ? LoadShedding.interceptor(budget) : null, HOLD_MILLIS, 2)) {
+      List<CompletableFuture<Flood.Client>> clients = new ArrayList<>();
       for (int i = 0; i < CONNECTIONS; i++) {
         ManagedChannel channel = flood.connect();
-        clients.add(flood.uploads(channel, CALLS, MESSAGES, MESSAGE_BYTES, i * 1000));
+        clients.add(flood.uploads(channel, CALLS, bodies, crc));
       }
       CompletableFuture<Void> all =
           CompletableFuture.allOf(clients.toArray(new CompletableFuture<?>[0]));
       long pinned = 0;
       long guard = System.nanoTime() + TimeUnit.SECONDS.toNanos(HANG_GUARD_SECONDS);
       while (!all.isDone() && System.nanoTime() - guard < 0) {
-        pinned = Math.max(pinned, flood.serverPool.pinnedDirectMemory());
+        pinned = Math.max(pinned, flood.serverPinnedBytes());
         sample.run();
         try {
           all.get(5, TimeUnit.MILLISECONDS);
@@ -139,11 +165,11 @@ class ProcessBudgetFloodTest {
           // Sample again.
         }
       }
-      List<Flood.Outcome> outcomes = new ArrayList<>();
-      for (CompletableFuture<List<Flood.Outcome>> c : clients) {
-        outcomes.addAll(c.get(HANG_GUARD_SECONDS, TimeUnit.SECONDS));
+      List<Flood.Client> done = new ArrayList<>();
+      for (CompletableFuture<Flood.Client> c : clients) {
+        done.add(c.get(HANG_GUARD_SECONDS, TimeUnit.SECONDS));
       }
-      return new Run(outcomes, pinned);
+      return new Run(done, pinned);
     }
   }
 }

@@ -1,4 +1,4 @@
-package io.pinless.grpc;
+package io.pinless.testing;
 
 import io.grpc.CallOptions;
 import io.grpc.ManagedChannel;
@@ -10,7 +10,9 @@ import io.grpc.ServerServiceDefinition;
 import io.grpc.Status;
 import io.grpc.netty.NettyChannelBuilder;
 import io.grpc.netty.NettyServerBuilder;
+import io.grpc.stub.ClientCallStreamObserver;
 import io.grpc.stub.ClientCalls;
+import io.grpc.stub.ClientResponseObserver;
 import io.grpc.stub.ServerCalls;
 import io.grpc.stub.StreamObserver;
 import io.netty.buffer.PooledByteBufAllocator;
@@ -18,7 +20,12 @@ import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.socket.nio.NioServerSocketChannel;
 import io.netty.channel.socket.nio.NioSocketChannel;
-import io.pinless.testing.NettyTransports;
+import io.pinless.grpc.Payload;
+import io.pinless.grpc.PayloadMarshaller;
+import java.io.ByteArrayInputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
@@ -30,41 +37,79 @@ import java.util.concurrent.TimeUnit;
 import java.util.zip.CRC32;
 
 /**
- * Many clients uploading 1 MiB messages to a server whose service keeps each received zero-copy
+ * Many clients uploading large messages to a server whose service keeps each received zero-copy
  * message for a while before releasing it, so the server's received memory grows with the
  * clients' rate unless something bounds it. Each client connection runs its calls one after the
- * other; each call sends its messages and gets back the CRC32 of what the server received.
+ * other and sends each call's messages as flow control lets it; each call gets back the CRC32 of
+ * what the server received. The server has a pool of its own ({@link #serverPinnedBytes}), so
+ * what it pins is the server's alone.
  */
-final class Flood implements AutoCloseable {
+public final class Flood implements AutoCloseable {
   static final String SERVICE = "pinless.test.Flood";
+  static final MethodDescriptor.Marshaller<byte[]> BYTES = new MethodDescriptor.Marshaller<>() {
+    @Override
+    public InputStream stream(byte[] value) {
+      return new ByteArrayInputStream(value);
+    }
+
+    @Override
+    public byte[] parse(InputStream stream) {
+      try {
+        return stream.readAllBytes();
+      } catch (IOException e) {
+        throw new UncheckedIOException(e);
+      }
+    }
+  };
   static final MethodDescriptor<Payload, byte[]> UPLOAD =
       MethodDescriptor.<Payload, byte[]>newBuilder()
           .setType(MethodDescriptor.MethodType.CLIENT_STREAMING)
           .setFullMethodName(MethodDescriptor.generateFullMethodName(SERVICE, "Upload"))
           .setRequestMarshaller(PayloadMarshaller.INSTANCE)
-          .setResponseMarshaller(TestService.BYTES)
+          .setResponseMarshaller(BYTES)
           .build();
 
-  /** How one call ended: the CRC32 the server returned, or the status it failed with. */
-  record Outcome(long expectedCrc, long crc, Status status) {
-    boolean completedWithTheRightBytes() {
+  /**
+   * How one call ended: the CRC32 the server returned, or the status it failed with; the bytes
+   * it sent.
+   */
+  public record Outcome(long expectedCrc, long crc, Status status, long bytes) {
+    /** True if the call completed and the server received exactly what was sent. */
+    public boolean completedWithTheRightBytes() {
       return status.isOk() && crc == expectedCrc;
     }
   }
 
-  private final EventLoopGroup group = NettyTransports.nio(2);
-  /** The server's own pool, so that what it pins is the server's alone. */
-  final PooledByteBufAllocator serverPool = new PooledByteBufAllocator(true);
+  /** One client's calls, and how long they took from the first call's start to the last's end. */
+  public record Client(List<Outcome> outcomes, long nanos) {
+    /** Bytes of the calls that completed, per second. */
+    public double throughput() {
+      long bytes = outcomes.stream().filter(Outcome::completedWithTheRightBytes)
+          .mapToLong(Outcome::bytes).sum();
+      return bytes * 1e9 / nanos;
+    }
+
+    /** True if any of the client's calls failed. */
+    public boolean failed() {
+      return outcomes.stream().anyMatch(o -> !o.status().isOk());
+    }
+  }
+
+  private final EventLoopGroup group;
+  /** The server's own pool. */
+  private final PooledByteBufAllocator serverPool = new PooledByteBufAllocator(true);
   private final ScheduledExecutorService releases = Executors.newSingleThreadScheduledExecutor();
   private final Server server;
   private final List<ManagedChannel> channels = new ArrayList<>();
 
   /**
    * A server on loopback with {@code credentials}, its service keeping each message {@code
-   * holdMillis} before releasing it, shedding through {@code shedding} unless it is null.
+   * holdMillis} before releasing it, shedding through {@code shedding} unless it is null; client
+   * and server share {@code loopThreads} NIO event loops.
    */
-  Flood(ServerCredentials credentials, ServerInterceptor shedding, long holdMillis)
-      throws Exception {
+  public Flood(ServerCredentials credentials, ServerInterceptor shedding, long holdMillis,
+      int loopThreads) throws IOException {
+    group = NettyTransports.nio(loopThreads);
     ServerServiceDefinition service = ServerServiceDefinition.builder(SERVICE)
         .addMethod(UPLOAD, ServerCalls.asyncClientStreamingCall(out -> new Keeper(out, holdMillis)))
         .build();
@@ -83,8 +128,13 @@ final class Flood implements AutoCloseable {
     server = builder.build().start();
   }
 
+  /** The bytes the server's pool hands to live buffers now. */
+  public long serverPinnedBytes() {
+    return serverPool.pinnedDirectMemory();
+  }
+
   /** A client connection of its own, with a 1 s keepalive (gRPC may lengthen it). */
-  ManagedChannel connect() {
+  public ManagedChannel connect() {
     ManagedChannel channel = NettyChannelBuilder.forAddress("127.0.0.1",
             ((InetSocketAddress) server.getListenSockets().get(0)).getPort())
         .usePlaintext()
@@ -97,35 +147,49 @@ final class Flood implements AutoCloseable {
     return channel;
   }
 
-  /**
-   * Runs {@code calls} uploads of {@code messages} messages of {@code size} bytes, one after the
-   * other on {@code channel}; the future completes with every call's outcome.
-   */
-  CompletableFuture<List<Outcome>> uploads(
-      ManagedChannel channel, int calls, int messages, int size, int seed) {
-    CompletableFuture<List<Outcome>> done = new CompletableFuture<>();
-    List<Outcome> outcomes = new ArrayList<>();
-    upload(channel, calls, messages, size, seed, outcomes, done);
-    return done;
+  /** The CRC32 of {@code bodies} one after the other: what the server returns for them. */
+  public static long crc(List<byte[]> bodies) {
+    CRC32 crc = new CRC32();
+    bodies.forEach(crc::update);
+    return crc.getValue();
   }
 
-  private void upload(ManagedChannel channel, int callsLeft, int messages, int size, int seed,
+  /**
+   * Runs {@code calls} uploads of {@code bodies} (whose {@link #crc} is {@code expectedCrc}), one
+   * after the other on {@code channel}; the future completes with every call's outcome and the
+   * time taken.
+   */
+  public CompletableFuture<Client> uploads(
+      ManagedChannel channel, int calls, List<byte[]> bodies, long expectedCrc) {
+    CompletableFuture<List<Outcome>> done = new CompletableFuture<>();
+    long start = System.nanoTime();
+    upload(channel, calls, bodies, expectedCrc, new ArrayList<>(), done);
+    return done.thenApply(all -> new Client(all, System.nanoTime() - start));
+  }
+
+  private void upload(ManagedChannel channel, int callsLeft, List<byte[]> bodies, long want,
       List<Outcome> outcomes, CompletableFuture<List<Outcome>> done) {
     if (callsLeft == 0) {
       done.complete(outcomes);
       return;
     }
-    CRC32 expected = new CRC32();
-    List<byte[]> bodies = new ArrayList<>();
-    for (int i = 0; i < messages; i++) {
-      byte[] body = TestService.message(size, seed + i);
-      expected.update(body);
-      bodies.add(body);
-    }
-    long want = expected.getValue();
-    StreamObserver<Payload> requests = ClientCalls.asyncClientStreamingCall(
-        channel.newCall(UPLOAD, CallOptions.DEFAULT), new StreamObserver<byte[]>() {
+    long bytes = bodies.stream().mapToLong(b -> b.length).sum();
+    ClientCalls.asyncClientStreamingCall(channel.newCall(UPLOAD, CallOptions.DEFAULT),
+        new ClientResponseObserver<Payload, byte[]>() {
           private long crc = -1;
+          private int sent;
+
+          @Override
+          public void beforeStart(ClientCallStreamObserver<Payload> requests) {
+            requests.setOnReadyHandler(() -> {
+              while (requests.isReady() && sent < bodies.size()) {
+                requests.onNext(Payload.wrap(bodies.get(sent++)));
+                if (sent == bodies.size()) {
+                  requests.onCompleted();
+                }
+              }
+            });
+          }
 
           @Override
           public void onNext(byte[] value) {
@@ -134,20 +198,16 @@ final class Flood implements AutoCloseable {
 
           @Override
           public void onError(Throwable t) {
-            outcomes.add(new Outcome(want, -1, Status.fromThrowable(t)));
-            upload(channel, callsLeft - 1, messages, size, seed + messages, outcomes, done);
+            outcomes.add(new Outcome(want, -1, Status.fromThrowable(t), bytes));
+            upload(channel, callsLeft - 1, bodies, want, outcomes, done);
           }
 
           @Override
           public void onCompleted() {
-            outcomes.add(new Outcome(want, crc, Status.OK));
-            upload(channel, callsLeft - 1, messages, size, seed + messages, outcomes, done);
+            outcomes.add(new Outcome(want, crc, Status.OK, bytes));
+            upload(channel, callsLeft - 1, bodies, want, outcomes, done);
           }
         });
-    for (byte[] body : bodies) {
-      requests.onNext(Payload.wrap(body));
-    }
-    requests.onCompleted();
   }
 
   @Override
