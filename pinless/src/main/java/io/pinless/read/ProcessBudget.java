@@ -43,7 +43,7 @@ public final class ProcessBudget {
   /** Credit is capped at fair shares while held bytes and credit are over this share. */
   public static final double PRESSED = 0.5;
   /** What messages under way may borrow past their connections' shares, as a share of the limit. */
-  public static final double OVERDRAFT = 0.05;
+  public static final double OVERDRAFT = 0.5;
   /** Shedding stops once held memory falls under this share of the limit. */
   public static final double STREAMS_RESUME = 0.75;
   /** Connections are refused from this share of the limit until memory falls under the limit. */
@@ -135,7 +135,10 @@ public final class ProcessBudget {
 
   /**
    * A connection that borrows {@code current} asks for {@code wanted}: gives back what it no
-   * longer wants, lends what the overdraft has room for.
+   * longer wants, or borrows all that it lacks or nothing. A loan all or nothing never leaves
+   * loans that each cover part of a message and together the whole overdraft, which no message
+   * could complete. A message that needs more than the whole overdraft waits until the budget
+   * is no longer pressed.
    *
    * @return what the connection borrows now
    */
@@ -148,12 +151,12 @@ public final class ProcessBudget {
     }
     while (true) {
       long used = overdraftBytes.get();
-      long take = Math.min(wanted - current, overdraftLimit - used);
-      if (take <= 0) {
+      long more = wanted - current;
+      if (used + more > overdraftLimit) {
         return current;
       }
-      if (overdraftBytes.compareAndSet(used, used + take)) {
-        return current + take;
+      if (overdraftBytes.compareAndSet(used, used + more)) {
+        return wanted;
       }
     }
   }

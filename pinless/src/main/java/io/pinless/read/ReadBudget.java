@@ -179,9 +179,12 @@ public final class ReadBudget {
     // messages under way still need; it is repaid as the application releases.
     long share = process.fairShareBytes();
     // Bytes read pin up to a quarter more: a pool rounds a read's buffer up to its size class.
-    long toCome = Math.max(credit, needed.getAsLong()) * 5 / 4;
-    overdraft = process.overdraft(overdraft, Math.max(0, trackedBytes + toCome - share));
-    return Math.max(0, share + overdraft - trackedBytes) * 4 / 5;
+    long need = needed.getAsLong();
+    long wanted = Math.max(0, trackedBytes + Math.max(credit, need) * 5 / 4 - share);
+    overdraft = process.overdraft(overdraft, wanted);
+    long cap = Math.max(0, share + overdraft - trackedBytes) * 4 / 5;
+    // A loan that covers the messages under way lets them complete whatever their reads pin.
+    return wanted > 0 && overdraft >= wanted ? Math.max(cap, need) : cap;
   }
 
   /** How many buffers the tracking arrays have room for: 0 when it has none. */

@@ -72,7 +72,7 @@ class ProcessBudgetTest {
     a.releaseAll();
     assertEquals(0, process.connections());
     assertEquals(0, process.creditBytes());
-    assertEquals((1 << 20) - (1 << 20) / 20, process.fairShareBytes(),
+    assertEquals((1 << 20) / 2, process.fairShareBytes(),
         "with no connection the share is the limit less the overdraft");
   }
 
@@ -88,36 +88,40 @@ class ProcessBudgetTest {
 
     hold(big, 50_000);
     assertTrue(process.isPressed());
-    assertEquals(47_500, process.fairShareBytes(), "95,000 (the limit less 5%) over two");
+    assertEquals(25_000, process.fairShareBytes(), "50,000 (the limit less half) over two");
     assertEquals(0, big.maxCreditBytes(() -> 0), "80,000 held: nothing more for its peer");
-    assertEquals(30_000, small.maxCreditBytes(() -> 0),
+    assertEquals(12_000, small.maxCreditBytes(() -> 0),
         "10,000 held: under its share, it may be owed the rest, less a fifth for what reads pin");
     assertFalse(small.isExceeded(), "the process's budget holds no reads back");
   }
 
   @Test
-  void messagesUnderWayBorrowPastTheShareFromAnOverdraftRepaidAsTheApplicationReleases() {
+  void messagesUnderWayBorrowWholeLoansFromAnOverdraftRepaidAsTheApplicationReleases() {
     ProcessBudget process = new ProcessBudget(100_000);
     ReadBudget a = new ReadBudget(1 << 30, process);
     ReadBudget b = new ReadBudget(1 << 30, process);
     b.credit(60_000);
     assertTrue(process.isPressed(), "credit counts toward the limit");
     assertFalse(process.shedsStreams(), "shedding follows what is held, not credit");
-    ByteBuf first = hold(a, 30_000);
+    ByteBuf first = hold(a, 20_000);
     ByteBuf second = hold(a, 10_000);
-    assertEquals(6_000, a.maxCreditBytes(() -> 0), "four fifths of what its share leaves");
     assertEquals(8_000, a.maxCreditBytes(() -> 8_000), "a message under way gets what it needs");
-    assertEquals(2_500, process.overdraftBytes(), "borrowing what the share lacks, as pinned");
-    assertEquals(10_000, a.maxCreditBytes(() -> 20_000), "the overdraft lends 5,000 at most");
-    assertEquals(5_000, process.overdraftBytes());
-    assertEquals(38_000, b.maxCreditBytes(() -> 0), "nothing left to lend b");
-    assertEquals(5_000, process.overdraftBytes());
+    assertEquals(15_000, process.overdraftBytes(),
+        "borrowing what the share of 25,000 lacks, a quarter more for what reads pin");
+    assertEquals(20_000, b.maxCreditBytes(() -> 0),
+        "b lacks 50,000, the overdraft has 35,000 left: all or nothing, b borrows nothing");
+    assertEquals(8_000, a.maxCreditBytes(() -> 40_000),
+        "nor does a get more for a larger message while others' loans are out");
+    assertEquals(15_000, process.overdraftBytes());
 
     release(a, second);
-    assertEquals(14_000, a.maxCreditBytes(() -> 0), "30,000 held: no loan needed");
+    assertEquals(4_000, a.maxCreditBytes(() -> 0), "20,000 held: no loan needed");
     assertEquals(0, process.overdraftBytes(), "the loan is repaid as the application releases");
+    assertEquals(4_000, a.maxCreditBytes(() -> 100_000),
+        "a message that needs more than the whole overdraft waits");
+    assertEquals(0, process.overdraftBytes());
     a.maxCreditBytes(() -> 30_000);
-    assertEquals(5_000, process.overdraftBytes());
+    assertEquals(32_500, process.overdraftBytes());
     a.releaseAll();
     assertEquals(0, process.overdraftBytes(), "an ended connection repays its loan");
     assertEquals(Long.MAX_VALUE, a.maxCreditBytes(() -> 30_000), "and asks nothing after");
