@@ -49,15 +49,7 @@ class ProcessBudgetFloodTest {
 
     /** Jain's fairness index of the throughputs of the clients none of whose calls was shed. */
     double fairness() {
-      double[] x = clients.stream().filter(c -> !c.failed())
-          .mapToDouble(Flood.Client::throughput).toArray();
-      double sum = 0;
-      double squares = 0;
-      for (double v : x) {
-        sum += v;
-        squares += v * v;
-      }
-      return x.length == 0 ? Double.NaN : sum * sum / (x.length * squares);
+      return Flood.fairness(clients);
     }
   }
 

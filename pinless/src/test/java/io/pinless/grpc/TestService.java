@@ -5,10 +5,8 @@ import io.grpc.ServerServiceDefinition;
 import io.grpc.stub.ServerCallStreamObserver;
 import io.grpc.stub.ServerCalls;
 import io.grpc.stub.StreamObserver;
-import java.io.ByteArrayInputStream;
+import io.pinless.testing.ByteArrays;
 import java.io.IOException;
-import java.io.InputStream;
-import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
 
 /**
@@ -19,22 +17,7 @@ import java.nio.ByteBuffer;
 final class TestService {
   static final String SERVICE = "pinless.test.Bytes";
 
-  static final MethodDescriptor.Marshaller<byte[]> BYTES =
-      new MethodDescriptor.Marshaller<>() {
-        @Override
-        public InputStream stream(byte[] value) {
-          return new ByteArrayInputStream(value);
-        }
-
-        @Override
-        public byte[] parse(InputStream stream) {
-          try {
-            return stream.readAllBytes();
-          } catch (IOException e) {
-            throw new UncheckedIOException(e);
-          }
-        }
-      };
+  static final MethodDescriptor.Marshaller<byte[]> BYTES = ByteArrays.MARSHALLER;
 
   static final MethodDescriptor<byte[], byte[]> UNARY = method("Unary", MethodDescriptor.MethodType.UNARY);
   static final MethodDescriptor<byte[], byte[]> SERVER_STREAM =

@@ -22,10 +22,7 @@ import io.netty.channel.socket.nio.NioServerSocketChannel;
 import io.netty.channel.socket.nio.NioSocketChannel;
 import io.pinless.grpc.Payload;
 import io.pinless.grpc.PayloadMarshaller;
-import java.io.ByteArrayInputStream;
 import java.io.IOException;
-import java.io.InputStream;
-import java.io.UncheckedIOException;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
@@ -46,27 +43,12 @@ import java.util.zip.CRC32;
  */
 public final class Flood implements AutoCloseable {
   static final String SERVICE = "pinless.test.Flood";
-  static final MethodDescriptor.Marshaller<byte[]> BYTES = new MethodDescriptor.Marshaller<>() {
-    @Override
-    public InputStream stream(byte[] value) {
-      return new ByteArrayInputStream(value);
-    }
-
-    @Override
-    public byte[] parse(InputStream stream) {
-      try {
-        return stream.readAllBytes();
-      } catch (IOException e) {
-        throw new UncheckedIOException(e);
-      }
-    }
-  };
   static final MethodDescriptor<Payload, byte[]> UPLOAD =
       MethodDescriptor.<Payload, byte[]>newBuilder()
           .setType(MethodDescriptor.MethodType.CLIENT_STREAMING)
           .setFullMethodName(MethodDescriptor.generateFullMethodName(SERVICE, "Upload"))
           .setRequestMarshaller(PayloadMarshaller.INSTANCE)
-          .setResponseMarshaller(BYTES)
+          .setResponseMarshaller(ByteArrays.MARSHALLER)
           .build();
 
   /**
@@ -93,6 +75,22 @@ public final class Flood implements AutoCloseable {
     public boolean failed() {
       return outcomes.stream().anyMatch(o -> !o.status().isOk());
     }
+  }
+
+  /**
+   * Jain's fairness index of the throughputs of the {@code clients} none of whose calls failed:
+   * 1 when all moved alike; NaN when there are none.
+   */
+  public static double fairness(List<Client> clients) {
+    double[] x = clients.stream().filter(c -> !c.failed()).mapToDouble(Client::throughput)
+        .toArray();
+    double sum = 0;
+    double squares = 0;
+    for (double v : x) {
+      sum += v;
+      squares += v * v;
+    }
+    return x.length == 0 ? Double.NaN : sum * sum / (x.length * squares);
   }
 
   private final EventLoopGroup group;

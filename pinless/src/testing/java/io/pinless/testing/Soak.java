@@ -30,11 +30,8 @@ import io.netty.util.concurrent.EventExecutor;
 import io.pinless.alts.handshake.LocalHandshakerMain;
 import io.pinless.grpc.PinlessChannelCredentials;
 import io.pinless.grpc.PinlessServerCredentials;
-import java.io.ByteArrayInputStream;
 import java.io.IOException;
-import java.io.InputStream;
 import java.io.PrintStream;
-import java.io.UncheckedIOException;
 import java.lang.management.ManagementFactory;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
@@ -382,22 +379,7 @@ public final class Soak {
 
   private static final String SERVICE = "pinless.soak.Checked";
 
-  private static final MethodDescriptor.Marshaller<byte[]> BYTES =
-      new MethodDescriptor.Marshaller<>() {
-        @Override
-        public InputStream stream(byte[] value) {
-          return new ByteArrayInputStream(value);
-        }
-
-        @Override
-        public byte[] parse(InputStream stream) {
-          try {
-            return stream.readAllBytes();
-          } catch (IOException e) {
-            throw new UncheckedIOException(e);
-          }
-        }
-      };
+  private static final MethodDescriptor.Marshaller<byte[]> BYTES = ByteArrays.MARSHALLER;
 
   private static final MethodDescriptor<byte[], byte[]> ECHO = method("Echo",
       MethodDescriptor.MethodType.UNARY);

@@ -116,15 +116,8 @@ public final class ProcessFlood {
         }
       }
     }
-    double[] x = clients.stream().filter(c -> !c.failed())
-        .mapToDouble(Flood.Client::throughput).toArray();
-    double sum = 0;
-    double squares = 0;
-    for (double v : x) {
-      sum += v;
-      squares += v * v;
-    }
-    double jain = x.length == 0 ? Double.NaN : sum * sum / (x.length * squares);
+    double jain = Flood.fairness(clients);
+    long neverFailed = clients.stream().filter(c -> !c.failed()).count();
     String budget = variant.equals("pinless")
         ? String.format("%.0f MiB", ProcessBudget.process().limitBytes() / 1048576.0) : "none";
     System.out.printf("%s, %d connections, budget %s: server pool pinned at most %.1f MiB; heap "
@@ -132,6 +125,7 @@ public final class ProcessFlood {
         + "RESOURCE_EXHAUSTED, %d UNAVAILABLE, %d other; %d shed, %d peers slowed; Jain's index "
         + "%.3f over %d connections never failed%n",
         variant, connections, budget, pinned / 1048576.0, heapGrowth / 1048576.0, seconds,
-        bytes / seconds / 1e6, ok, exhausted, unavailable, other, shed, slowed, jain, x.length);
+        bytes / seconds / 1e6, ok, exhausted, unavailable, other, shed, slowed, jain,
+        neverFailed);
   }
 }
