@@ -42,7 +42,10 @@ final class OpenTelemetryInstruments {
   private record Instrument(String name, String unit, String description, Kind kind,
       Consumer<ObservableLongMeasurement> read) {}
 
-  /** Every instrument, {@code process} the budget read, in the order docs/metrics.md lists. */
+  /**
+   * Every instrument, {@code process} the budget read (null: none, read as 0), in the order
+   * docs/metrics.md lists.
+   */
   static List<Instrument> instruments(ProcessBudget process) {
     Attributes tls = Attributes.of(TRANSPORT, "tls");
     Attributes alts = Attributes.of(TRANSPORT, "alts");
@@ -93,10 +96,10 @@ final class OpenTelemetryInstruments {
             "times ALTS crypto fell back to a slower AES-GCM", Metric.ALTS_CRYPTO_FALLBACKS),
         new Instrument("pinless.process.budget", "By",
             "received bytes all pinless connections of the process may hold", Kind.GAUGE,
-            m -> m.record(process.limitBytes())),
+            m -> m.record(process == null ? 0 : process.limitBytes())),
         new Instrument("pinless.process.held", "By",
             "received bytes the pinless connections of the process hold, against its budget",
-            Kind.GAUGE, m -> m.record(process.heldBytes())),
+            Kind.GAUGE, m -> m.record(process == null ? 0 : process.heldBytes())),
         counter("pinless.connection.slowed", "{connection}",
             "times a peer was slowed by withheld flow-control credit, for a read budget or the "
                 + "process budget", Metric.PEERS_SLOWED),

@@ -21,8 +21,8 @@ import java.util.Locale;
  *       Must exceed the largest message the application accepts.
  *   <li>{@code pinless.process.budgetBytes} / {@code PINLESS_PROCESS_BUDGET_BYTES} (half the
  *       JVM's direct memory limit): received bytes all pinless connections of the process may
- *       hold before the connections holding the most are slowed and a server sheds load (see
- *       {@link ProcessBudget}).
+ *       hold, with their peers' credit, before peers over their share are slowed and a server
+ *       sheds load (see {@link ProcessBudget}); {@code 0} turns the process budget off.
  *   <li>{@code pinless.read.holdWhileUnwritable} / {@code PINLESS_READ_HOLD_WHILE_UNWRITABLE}
  *       ({@code false}): also stop reading while the channel is not writable.
  *   <li>{@code pinless.alts.crypto} / {@code PINLESS_ALTS_CRYPTO} ({@code auto}): the AES-GCM
@@ -40,7 +40,7 @@ public final class Settings {
   private static final long READ_BUDGET_BYTES =
       positiveLong("pinless.read.budgetBytes", ReadBudget.DEFAULT_LIMIT_BYTES);
   private static final long PROCESS_BUDGET_BYTES =
-      positiveLong("pinless.process.budgetBytes", ProcessBudget.defaultLimitBytes());
+      nonNegativeLong("pinless.process.budgetBytes", ProcessBudget.defaultLimitBytes());
   private static final boolean HOLD_WHILE_UNWRITABLE =
       bool("pinless.read.holdWhileUnwritable", false);
   private static final String ALTS_CRYPTO_PROPERTY = "pinless.alts.crypto";
@@ -71,7 +71,7 @@ public final class Settings {
     return READ_BUDGET_BYTES;
   }
 
-  /** The received bytes all pinless connections of the process may hold. */
+  /** The received bytes all pinless connections of the process may hold; 0 for no bound. */
   public static long processBudgetBytes() {
     return PROCESS_BUDGET_BYTES;
   }
@@ -128,6 +128,19 @@ public final class Settings {
           property + "=" + value + " is not in [" + MIN_FRAME_SIZE + ", " + MAX_FRAME_SIZE + "]");
     }
     return (int) value;
+  }
+
+  private static long nonNegativeLong(String property, long defaultValue) {
+    String value = string(property, Long.toString(defaultValue));
+    try {
+      long parsed = Long.parseLong(value);
+      if (parsed >= 0) {
+        return parsed;
+      }
+    } catch (NumberFormatException e) {
+      // Fall through to the error below.
+    }
+    throw new IllegalArgumentException(property + "=" + value + " is not 0 or a positive number");
   }
 
   private static long positiveLong(String property, long defaultValue) {

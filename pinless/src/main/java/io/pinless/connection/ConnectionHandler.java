@@ -29,9 +29,11 @@ import java.util.function.BiConsumer;
  *
  * <p>Back-pressure: with a frame slicer, the connection reads its HTTP/2 frames both ways ({@link
  * InboundMessages} in, {@link ConnectionWindow} out) and is its {@link ReadPolicy}'s {@link
- * ReadPolicy.Valve}. While the read budget (or, with the process over its budget, the
- * connection's fair share of it) is exceeded by more than what incomplete gRPC messages pin, it withholds the connection-level WINDOW_UPDATE frames grpc-netty writes and goes on
- * reading: the peer may send only the window it holds, and PINGs are still answered. A hold gives
+ * ReadPolicy.Valve}. While the read budget is exceeded by more than what incomplete gRPC
+ * messages pin, it withholds the connection-level WINDOW_UPDATE frames grpc-netty writes and goes
+ * on reading: the peer may send only the window it holds, and PINGs are still answered. While the
+ * process's budget is pressed, it also caps the peer's credit at what the budget allows ({@link
+ * ReadBudget#maxCreditBytes}), withholding updates past the cap the same way. A hold gives
  * the messages under way when it began the credit they still need, up to the budget's limit in
  * all (their lengths are the peer's claims), so a message already started completes. Once the
  * budget clears, the withheld credit goes out as one WINDOW_UPDATE. Reads stop only when the peer
@@ -213,6 +215,7 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
       if (!(msg instanceof ByteBuf)) {
         // The walk ends here: the withheld credit goes out while a frame boundary is known.
         window.unhold();
+        window.maxCredit(Long.MAX_VALUE);
         ByteBuf update = window.release(ctx.alloc());
         if (update != null) {
           writeOn(ctx, update, ctx.newPromise());
@@ -285,6 +288,8 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
   private final class Valve implements ReadPolicy.Valve {
     /** Room in a capped read for the frames that take no credit: headers, PINGs, SETTINGS. */
     private static final long MIN_CONTROL_BYTES = 512;
+    /** The cap keeps increments back: the peer waits for room in its share. */
+    private boolean capping;
 
     @Override
     public long allowanceBytes() {
@@ -307,11 +312,14 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
 
     /**
      * Caps the peer's credit, holds it back while {@code exceeded}, and sends what may go; true
-     * while the peer waits for credit: held, or capped with increments kept.
+     * while held or capped with increments kept: the peer may wait for room that another
+     * connection's loan gives back at any time, so the policy checks again on its short timer.
      */
     @Override
     public boolean holdPeer(boolean exceeded) {
-      window.maxCredit(reads.budget().maxCreditBytes(messages::remainingBytes));
+      if (window.tracking()) {
+        window.maxCredit(reads.budget().maxCreditBytes(messages::remainingBytes));
+      }
       if (exceeded && !window.holding()) {
         long credit = Math.max(0, window.granted() - messages.dataBytes());
         // A prefix is only a claim: owe at most one budget, whatever the peer says is to come.
@@ -325,7 +333,12 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
         writeOn(ctx, update, ctx.newPromise());
         flushOn(ctx);
       }
-      return window.holding() || window.withheldBytes() > 0;
+      boolean capped = !window.holding() && window.withheldBytes() > 0;
+      if (capped && !capping) {
+        Metric.PEERS_SLOWED.add(1);
+      }
+      capping = capped;
+      return window.holding() || capped;
     }
 
     @Override

@@ -34,12 +34,12 @@ public final class LoadShedding implements ServerInterceptor {
     this.budget = budget;
   }
 
-  /** The interceptor for the process's budget. */
+  /** The interceptor for the process's budget; with none, it sheds nothing. */
   public static ServerInterceptor interceptor() {
     return new LoadShedding(ProcessBudget.process());
   }
 
-  /** The interceptor for {@code budget}. */
+  /** The interceptor for {@code budget} (null: sheds nothing). */
   static ServerInterceptor interceptor(ProcessBudget budget) {
     return new LoadShedding(budget);
   }
@@ -49,7 +49,7 @@ public final class LoadShedding implements ServerInterceptor {
   @SuppressWarnings("unchecked")
   public <Q, R> ServerCall.Listener<Q> interceptCall(
       ServerCall<Q, R> call, Metadata headers, ServerCallHandler<Q, R> next) {
-    if (!budget.shedsStreams()) {
+    if (budget == null || !budget.shedsStreams()) {
       return next.startCall(call, headers);
     }
     Metric.STREAMS_SHED.add(1);

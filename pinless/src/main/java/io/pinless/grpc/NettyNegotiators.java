@@ -85,7 +85,7 @@ final class NettyNegotiators {
       this(stages, alts, tls, null);
     }
 
-    /** The budget the connections report to: the process's unless one was given. */
+    /** The budget the connections report to: the process's unless one was given; null for none. */
     ProcessBudget processBudget() {
       return budget != null ? budget : ProcessBudget.process();
     }
@@ -363,7 +363,7 @@ final class NettyNegotiators {
     @Override
     protected void protocolNegotiationEventTriggered(ChannelHandlerContext ctx) {
       ProcessBudget process = security.processBudget();
-      if (server && process.refusesConnections()) {
+      if (server && process != null && process.refusesConnections()) {
         Metric.CONNECTIONS_REFUSED.add(1);
         ctx.close();
         return;

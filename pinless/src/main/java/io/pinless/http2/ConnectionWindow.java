@@ -157,7 +157,8 @@ public final class ConnectionWindow {
    */
   public void maxCredit(long bytes) {
     long received = inbound.dataBytes();
-    maxGranted = bytes >= Long.MAX_VALUE - received ? Long.MAX_VALUE : received + Math.max(0, bytes);
+    maxGranted = bytes >= Long.MAX_VALUE - received
+        ? Long.MAX_VALUE : received + Math.max(0, bytes);
   }
 
   /** Increments withheld and not yet released. */
@@ -190,8 +191,9 @@ public final class ConnectionWindow {
 
   /**
    * A WINDOW_UPDATE for the kept increments that may go now (while holding, up to the owed
-   * credit; in any case no more than the cap leaves room for), counted as granted; null when none may go or the walk is inside a frame.
-   * The caller writes it past this window (it is not walked) before any other write.
+   * credit; in any case no more than the cap leaves room for), counted as granted; null when
+   * none may go or the walk is inside a frame. The caller writes it past this window (it is not
+   * walked) before any other write.
    *
    * @return caller must release (it is written on)
    */

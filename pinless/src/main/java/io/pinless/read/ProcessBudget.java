@@ -76,10 +76,14 @@ public final class ProcessBudget {
 
   /** The process's budget, read from {@code pinless.process.budgetBytes} on first use. */
   private static final class Process {
-    static final ProcessBudget BUDGET = new ProcessBudget(Settings.processBudgetBytes());
+    static final ProcessBudget BUDGET = Settings.processBudgetBytes() == 0
+        ? null : new ProcessBudget(Settings.processBudgetBytes());
   }
 
-  /** The budget every pinless connection of the process reports to. */
+  /**
+   * The budget every pinless connection of the process reports to; null when {@code
+   * pinless.process.budgetBytes} is 0.
+   */
   public static ProcessBudget process() {
     return Process.BUDGET;
   }
@@ -140,7 +144,7 @@ public final class ProcessBudget {
    * could complete. A message that needs more than the whole overdraft waits until the budget
    * is no longer pressed.
    *
-   * @return what the connection borrows now
+   * @return the connection's whole loan now
    */
   long overdraft(long current, long wanted) {
     if (wanted <= current) {
@@ -249,8 +253,8 @@ public final class ProcessBudget {
     }
     if (reached == SHEDDING) {
       logger.log(Level.WARNING, "pinless: connections hold {0} received bytes, over the process "
-          + "budget of {1} (pinless.process.budgetBytes); new calls get RESOURCE_EXHAUSTED and "
-          + "the connections holding the most are slowed until under {2}",
+          + "budget of {1} (pinless.process.budgetBytes); new calls get RESOURCE_EXHAUSTED "
+          + "until under {2}, and peers over their share of the budget are slowed",
           new Object[] {Long.toString(held), Long.toString(limitBytes),
               Long.toString((long) (limitBytes * STREAMS_RESUME))});
     } else {

@@ -24,9 +24,9 @@ import java.util.function.LongSupplier;
  * outlives its last downstream release by at most that; a budget also sweeps when its table is
  * full and before it says it is exceeded.
  *
- * <p>A budget made with a {@link ProcessBudget} reports what it tracks, and its peer's credit,
- * there too, and while the process's budget is pressed bounds the credit the peer may get
- * ({@link #maxCreditBytes}).
+ * <p>A budget made with a {@link ProcessBudget} joins it, reports what it tracks and its peer's
+ * credit there, and leaves it at {@link #releaseAll}; while the process's budget is pressed it
+ * bounds the credit the peer may get ({@link #maxCreditBytes}).
  *
  * <p>The limit bounds what the application holds, not the messages under way: gRPC holds every
  * byte of a message until the message is complete, so a connection that knows its messages (see
@@ -69,8 +69,8 @@ public final class ReadBudget {
   }
 
   /**
-   * A budget of {@code limitBytes} that also reports to {@code process} (null for none): while
-   * the process is over its limit, this budget is exceeded above its fair share too.
+   * A budget of {@code limitBytes} that also joins {@code process} (null for none), which then
+   * counts it as a connection until {@link #releaseAll}.
    */
   public ReadBudget(long limitBytes, ProcessBudget process) {
     if (limitBytes <= 0) {

@@ -11,6 +11,7 @@ import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.embedded.EmbeddedChannel;
 import io.pinless.http2.FrameSlicer;
+import io.pinless.read.ProcessBudget;
 import io.pinless.read.ReadBudget;
 import io.pinless.read.ReadPolicy;
 import io.pinless.testing.ReadCounter;
@@ -178,6 +179,34 @@ class ConnectionHandlerBudgetTest {
       ((ByteBuf) out).release();
     }
     assertEquals(4000, released, "the withheld credit is not lost");
+  }
+
+  @Test
+  void creditCappedForTheProcessStillGoesOutBeforeAWriteThatIsNoBuffer() {
+    ProcessBudget process = new ProcessBudget(100_000);
+    ReadBudget other = new ReadBudget(1 << 30, process);
+    other.credit(60_000); // presses the process: each share is 25,000, the cap 20,000
+    ReadBudget budget = new ReadBudget(1 << 30, process);
+    EmbeddedChannel capped = new EmbeddedChannel();
+    ConnectionHandler connection =
+        new ConnectionHandler(budget, false, ReadPolicy.MAX_READ_BYTES);
+    capped.pipeline().addLast(connection);
+    connection.install(null, new FrameSlicer(false, FrameSlicer.DEFAULT_MAX_FRAME_SIZE,
+        budget, false));
+    capped.writeAndFlush(windowUpdate(0, 4000));
+    assertNull(capped.readOutbound(), "65,535 granted is past the cap: the update is withheld");
+    capped.writeAndFlush("not a buffer");
+    long released = 0;
+    for (Object out; (out = capped.readOutbound()) != null; ) {
+      if (out instanceof ByteBuf) {
+        released += ((ByteBuf) out).getInt(9);
+        ((ByteBuf) out).release();
+      }
+    }
+    assertEquals(4000, released, "once the window is unknown, nothing stays withheld");
+    capped.finishAndReleaseAll();
+    other.releaseAll();
+    assertEquals(0, process.connections());
   }
 
   @Test

@@ -48,7 +48,8 @@ class OpenTelemetryExportTest {
   private static final Set<String> UP_DOWN =
       Set.of("pinless.read.held", "pinless.connection.open");
   /** The instruments that read a value as it is now. */
-  private static final Set<String> GAUGES = Set.of("pinless.process.budget", "pinless.process.held");
+  private static final Set<String> GAUGES =
+      Set.of("pinless.process.budget", "pinless.process.held");
 
   static {
     for (String bytes : new String[] {"pinless.data.sliced", "pinless.data.copied",

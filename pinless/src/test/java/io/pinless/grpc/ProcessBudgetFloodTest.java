@@ -19,6 +19,7 @@ import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.concurrent.locks.LockSupport;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -140,9 +141,20 @@ class ProcessBudgetFloodTest {
     long crc = Flood.crc(bodies);
     try (Flood flood = new Flood(NettyNegotiators.serverCredentials(() -> null, budget),
         shed ? LoadShedding.interceptor(budget) : null, HOLD_MILLIS, 2)) {
-      List<CompletableFuture<Flood.Client>> clients = new ArrayList<>();
+      List<ManagedChannel> channels = new ArrayList<>();
       for (int i = 0; i < CONNECTIONS; i++) {
         ManagedChannel channel = flood.connect();
+        channel.getState(true);
+        channels.add(channel);
+      }
+      // Every connection first: a share shrinks as connections come, and credit granted to the
+      // first ones under larger shares cannot be taken back.
+      long connectGuard = System.nanoTime() + TimeUnit.SECONDS.toNanos(HANG_GUARD_SECONDS);
+      while (budget.connections() < CONNECTIONS && System.nanoTime() - connectGuard < 0) {
+        LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(1));
+      }
+      List<CompletableFuture<Flood.Client>> clients = new ArrayList<>();
+      for (ManagedChannel channel : channels) {
         clients.add(flood.uploads(channel, CALLS, bodies, crc));
       }
       CompletableFuture<Void> all =

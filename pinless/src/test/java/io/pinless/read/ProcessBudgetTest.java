@@ -21,10 +21,19 @@ import org.junit.jupiter.api.Test;
  */
 class ProcessBudgetTest {
   private final List<ByteBuf> held = new ArrayList<>();
+  private final List<ReadBudget> budgets = new ArrayList<>();
 
   @AfterEach
   void releaseHeld() {
     held.forEach(ByteBuf::release);
+    budgets.forEach(ReadBudget::releaseAll);
+  }
+
+  /** A connection's budget reporting to {@code process}, given back after the test. */
+  private ReadBudget budget(ProcessBudget process) {
+    ReadBudget budget = new ReadBudget(1 << 30, process);
+    budgets.add(budget);
+    return budget;
   }
 
   /** A read buffer of {@code bytes} tracked by {@code budget} and held downstream. */
@@ -40,8 +49,8 @@ class ProcessBudgetTest {
   @Test
   void sumsWhatEveryConnectionHoldsAndOwesAndCountsTheConnections() {
     ProcessBudget process = new ProcessBudget(1 << 20);
-    ReadBudget a = new ReadBudget(1 << 30, process);
-    ReadBudget b = new ReadBudget(1 << 30, process);
+    ReadBudget a = budget(process);
+    ReadBudget b = budget(process);
     ByteBuf a1 = hold(a, 10_000);
     hold(a, 20_000);
     hold(b, 5_000);
@@ -79,8 +88,8 @@ class ProcessBudgetTest {
   @Test
   void pressedTheCreditOfEachConnectionIsCappedAtWhatItsShareLeaves() {
     ProcessBudget process = new ProcessBudget(100_000);
-    ReadBudget big = new ReadBudget(1 << 30, process);
-    ReadBudget small = new ReadBudget(1 << 30, process);
+    ReadBudget big = budget(process);
+    ReadBudget small = budget(process);
     hold(big, 30_000);
     hold(small, 10_000);
     assertFalse(process.isPressed(), "40,000 is not over half the limit");
@@ -98,8 +107,8 @@ class ProcessBudgetTest {
   @Test
   void messagesUnderWayBorrowWholeLoansFromAnOverdraftRepaidAsTheApplicationReleases() {
     ProcessBudget process = new ProcessBudget(100_000);
-    ReadBudget a = new ReadBudget(1 << 30, process);
-    ReadBudget b = new ReadBudget(1 << 30, process);
+    ReadBudget a = budget(process);
+    ReadBudget b = budget(process);
     b.credit(60_000);
     assertTrue(process.isPressed(), "credit counts toward the limit");
     assertFalse(process.shedsStreams(), "shedding follows what is held, not credit");
@@ -133,6 +142,7 @@ class ProcessBudgetTest {
   void aConnectionsOwnLimitStillAppliesUnderTheProcessLimit() {
     ProcessBudget process = new ProcessBudget(1 << 30);
     ReadBudget budget = new ReadBudget(10_000, process);
+    budgets.add(budget);
     hold(budget, 20_000);
     assertTrue(budget.isExceeded());
   }
@@ -140,7 +150,7 @@ class ProcessBudgetTest {
   @Test
   void shedsStreamsFromTheLimitUntilUnderThreeQuartersAndRefusesConnectionsAboveItsThreshold() {
     ProcessBudget process = new ProcessBudget(100_000);
-    ReadBudget budget = new ReadBudget(1 << 30, process);
+    ReadBudget budget = budget(process);
     ByteBuf first = hold(budget, 90_000);
     assertFalse(process.shedsStreams());
     ByteBuf second = hold(budget, 15_000);
@@ -180,7 +190,7 @@ class ProcessBudgetTest {
     logger.addHandler(capture);
     try {
       ProcessBudget process = new ProcessBudget(100_000);
-      ReadBudget budget = new ReadBudget(1 << 30, process);
+      ReadBudget budget = budget(process);
       ByteBuf over = hold(budget, 101_000);
       assertEquals(1, lines.size(), "shedding starts: " + lines);
       assertTrue(lines.get(0).contains("pinless.process.budgetBytes"), lines.get(0));
