@@ -174,7 +174,7 @@ final class NettyNegotiators {
 
   /**
    * TLS with the pinless pipeline over {@code context} (a client context), or, with {@link
-   * Settings#enabled()} false, grpc-netty's own TLS with the same context.
+   * Settings#enabled()} false, grpc-netty's TLS with that context.
    */
   static ChannelCredentials tlsClientCredentials(SslContext context, long handshakeTimeoutMillis) {
     checkTls(context, true);
@@ -244,7 +244,7 @@ final class NettyNegotiators {
 
   /**
    * A client engine for {@code authority}: the host for SNI and the host name check, as
-   * grpc-netty's own TLS does (the authority carries any {@code overrideAuthority}).
+   * grpc-netty's TLS does (the authority carries any {@code overrideAuthority}).
    */
   private static SSLEngine clientEngine(
       ChannelHandlerContext ctx, SslContext context, String authority) {

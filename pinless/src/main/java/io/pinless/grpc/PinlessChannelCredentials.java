@@ -14,7 +14,7 @@ import java.util.concurrent.TimeUnit;
  * with {@code Grpc.newChannelBuilder(target, creds)} or {@code NettyChannelBuilder.forAddress(host,
  * port, creds)}, with any event loop (NIO, epoll, io_uring) and channel type the builder is given,
  * Unix domain sockets included. With {@code -Dpinless.enabled=false} (or {@code
- * PINLESS_ENABLED=false}) the same credentials build grpc-netty's own pipeline.
+ * PINLESS_ENABLED=false}) these credentials build grpc-netty's pipeline.
  *
  * <p>A pinless connection advertises an HTTP/2 SETTINGS_MAX_FRAME_SIZE of 64 KiB (16 KiB is
  * HTTP/2's default and grpc-netty's), so its peer sends DATA in fewer, larger frames; {@code
@@ -40,13 +40,13 @@ public final class PinlessChannelCredentials {
   /**
    * TLS with the pinless read path over {@code context}, a client context as grpc-netty users
    * build it ({@code GrpcSslContexts.forClient()...build()}), with the JDK's engine or OpenSSL's
-   * (netty-tcnative). Calls get what grpc-netty's own TLS gives them: ALPN {@code h2} is required,
+   * (netty-tcnative). Calls get what grpc-netty's TLS gives them: ALPN {@code h2} is required,
    * the server's certificate is checked against the authority (the target's host, or {@code
    * overrideAuthority}), the context's key and certificate are presented when the server asks
    * for one, and the transport attributes carry {@code Grpc.TRANSPORT_ATTR_SSL_SESSION} and
    * {@code SecurityLevel.PRIVACY_AND_INTEGRITY}. The handshake's delegated tasks run off the
-   * event loop; it fails with UNAVAILABLE after 20 s. With {@code -Dpinless.enabled=false} the
-   * same call returns grpc-netty's own TLS credentials over {@code context}.
+   * event loop; it fails with UNAVAILABLE after 20 s. With {@code -Dpinless.enabled=false} this
+   * call returns grpc-netty's TLS credentials over {@code context}.
    *
    * @throws IllegalArgumentException if {@code context} is a server context or offers no ALPN
    *     {@code h2}
@@ -83,8 +83,8 @@ public final class PinlessChannelCredentials {
   }
 
   /**
-   * As {@link #tls(SslContext)}, with the handshake failing after {@code handshakeTimeout}
-   * instead of 20 s (grpc-netty's own deadline when {@code pinless.enabled} is false).
+   * As {@link #tls(SslContext)}, the handshake failing after {@code handshakeTimeout}, not 20 s.
+   * With {@code pinless.enabled} false, grpc-netty's TLS keeps its own deadline.
    *
    * @throws IllegalArgumentException as {@link #tls(SslContext)}, or if the timeout is not
    *     positive

@@ -12,7 +12,7 @@ import java.util.concurrent.TimeUnit;
  * Server credentials for grpc-java's Netty transport that install the pinless read path. Use them
  * with {@code NettyServerBuilder.forPort(port, creds)}, {@code NettyServerBuilder.forAddress(addr,
  * creds)} or {@code Grpc.newServerBuilderForPort(port, creds)}. With {@code
- * -Dpinless.enabled=false} (or {@code PINLESS_ENABLED=false}) they build grpc-netty's own pipeline.
+ * -Dpinless.enabled=false} (or {@code PINLESS_ENABLED=false}) they build grpc-netty's pipeline.
  *
  * <p>A pinless connection advertises an HTTP/2 SETTINGS_MAX_FRAME_SIZE of 64 KiB (16 KiB is
  * HTTP/2's default and grpc-netty's), so its peer sends DATA in fewer, larger frames; {@code
@@ -41,8 +41,8 @@ public final class PinlessServerCredentials {
    * or OpenSSL's (netty-tcnative). ALPN {@code h2} is required; when the context asks for client
    * certificates ({@code clientAuth}), mutual TLS is enforced. Services see {@code
    * Grpc.TRANSPORT_ATTR_SSL_SESSION} (the client's certificates) and {@code
-   * SecurityLevel.PRIVACY_AND_INTEGRITY}. With {@code -Dpinless.enabled=false} the same call
-   * returns grpc-netty's own TLS credentials over {@code context}.
+   * SecurityLevel.PRIVACY_AND_INTEGRITY}. With {@code -Dpinless.enabled=false} this call
+   * returns grpc-netty's TLS credentials over {@code context}.
    *
    * @throws IllegalArgumentException if {@code context} is a client context or offers no ALPN
    *     {@code h2}
@@ -80,8 +80,8 @@ public final class PinlessServerCredentials {
   }
 
   /**
-   * As {@link #tls(SslContext)}, with a handshake failing after {@code handshakeTimeout} instead
-   * of 20 s (grpc-netty's own deadline when {@code pinless.enabled} is false).
+   * As {@link #tls(SslContext)}, a handshake failing after {@code handshakeTimeout}, not 20 s.
+   * With {@code pinless.enabled} false, grpc-netty's TLS keeps its own deadline.
    *
    * @throws IllegalArgumentException as {@link #tls(SslContext)}, or if the timeout is not
    *     positive

@@ -18,7 +18,7 @@ import javax.net.ssl.SSLSession;
  * wildcard allowed only as the whole leftmost label (RFC 6125), IP addresses compared as
  * addresses; the handshake verifies the chain. gRPC asks once per authority and connection.
  * A mismatch is logged, and fails the call when {@code GRPC_ENABLE_PER_RPC_AUTHORITY_CHECK} is
- * set: grpc-netty's TLS behaves the same.
+ * set, as in grpc-netty's TLS.
  */
 final class TlsAuthority {
   /** Subject alternative name types (RFC 5280): dNSName and iPAddress. */
