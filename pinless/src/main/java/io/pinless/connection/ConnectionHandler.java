@@ -288,8 +288,6 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
   private final class Valve implements ReadPolicy.Valve {
     /** Room in a capped read for the frames that take no credit: headers, PINGs, SETTINGS. */
     private static final long MIN_CONTROL_BYTES = 512;
-    /** The cap keeps increments back: the peer waits for room in its share. */
-    private boolean capping;
 
     @Override
     public long allowanceBytes() {
@@ -313,7 +311,7 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
     /**
      * Caps the peer's credit, holds it back while {@code exceeded}, and sends what may go; true
      * while held or capped with increments kept: the peer may wait for room that another
-     * connection's loan gives back at any time, so the policy checks again on its short timer.
+     * connection's loan gives back at any time, so the policy checks again on its timer.
      */
     @Override
     public boolean holdPeer(boolean exceeded) {
@@ -333,12 +331,12 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
         writeOn(ctx, update, ctx.newPromise());
         flushOn(ctx);
       }
-      boolean capped = !window.holding() && window.withheldBytes() > 0;
-      if (capped && !capping) {
-        Metric.PEERS_SLOWED.add(1);
-      }
-      capping = capped;
-      return window.holding() || capped;
+      return window.holding() || window.withheldBytes() > 0;
+    }
+
+    @Override
+    public boolean messagesUnderWay() {
+      return messages.incompleteMessages() > 0;
     }
 
     @Override

@@ -151,7 +151,7 @@ public final class InboundMessages {
   }
 
   /** How many streams have an incomplete message. */
-  int incompleteMessages() {
+  public int incompleteMessages() {
     return messages == null ? 0 : messages.size();
   }
 

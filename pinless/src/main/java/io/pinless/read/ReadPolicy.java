@@ -138,6 +138,16 @@ public final class ReadPolicy
     default long readLimitBytes() {
       return Long.MAX_VALUE;
     }
+
+    /**
+     * True while some message has arrived in part. A held peer with none, on a connection that
+     * holds nothing, waits for room elsewhere: the policy then looks again on its backing-off
+     * timer, not every {@link #SWEEP_MILLIS}, so idle connections of a pressed process cost
+     * little.
+     */
+    default boolean messagesUnderWay() {
+      return true;
+    }
   }
 
   /** A stage above that may supply the next read's buffer or size. */
@@ -276,6 +286,9 @@ public final class ReadPolicy
       readIfReady();
     }
     checkValve();
+    if (valveHolding) {
+      sweepLater();
+    }
   }
 
   /** Writability changed: a held read may go. */
@@ -325,8 +338,7 @@ public final class ReadPolicy
       return;
     }
     sweepTimer = null;
-    sweepBackoff = readOwed || valveHolding
-        ? 0 : (byte) Math.min(sweepBackoff + 1, MAX_SWEEP_BACKOFF);
+    sweepBackoff = looksSoon() ? 0 : (byte) Math.min(sweepBackoff + 1, MAX_SWEEP_BACKOFF);
     budget.sweep();
     checkValve();
     if (readOwed) {
@@ -345,13 +357,13 @@ public final class ReadPolicy
    * it costs a busy connection nothing per batch); one set for longer is replaced.
    */
   private void sweepLater() {
-    if (budget.trackedBuffers() == 0) {
+    if (budget.trackedBuffers() == 0 && !valveHolding) {
       sweepBackoff = 0;
     }
     long delay;
-    if (readOwed || valveHolding) {
+    if (looksSoon()) {
       delay = SWEEP_MILLIS;
-    } else if (budget.trackedBuffers() > 0) {
+    } else if (valveHolding || budget.trackedBuffers() > 0) {
       delay = SWEEP_MILLIS << sweepBackoff;
     } else if (budget.hasTable()) {
       delay = MAX_SWEEP_MILLIS;
@@ -369,6 +381,15 @@ public final class ReadPolicy
     }
     sweepTimer = timer.newTimeout(this, delay, TimeUnit.MILLISECONDS);
     sweepTimerDelay = delay;
+  }
+
+  /**
+   * True while a read is held, or the peer is held with a message under way or buffers tracked:
+   * what holds it may clear at any time, so the timer looks every {@link #SWEEP_MILLIS}.
+   */
+  private boolean looksSoon() {
+    return readOwed
+        || valveHolding && (budget.trackedBuffers() > 0 || valve.messagesUnderWay());
   }
 
   /** False while a hold applies. */

@@ -10,6 +10,7 @@ import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.embedded.EmbeddedChannel;
+import io.pinless.PinlessMetrics.Metric;
 import io.pinless.http2.FrameSlicer;
 import io.pinless.read.ProcessBudget;
 import io.pinless.read.ReadBudget;
@@ -207,6 +208,87 @@ class ConnectionHandlerBudgetTest {
     capped.finishAndReleaseAll();
     other.releaseAll();
     assertEquals(0, process.connections());
+  }
+
+  /** A connection whose peer's credit is capped by a pressed process budget. */
+  private static final class Capped {
+    final ProcessBudget process = new ProcessBudget(200_000);
+    /**
+     * Another connection's credit presses the process before this connection starts, which then
+     * may have no more credit than its first window.
+     */
+    final ReadBudget other = new ReadBudget(1 << 30, process);
+    final ReadBudget budget = new ReadBudget(1 << 30, process);
+    final EmbeddedChannel ch = new EmbeddedChannel();
+
+    Capped() {
+      other.credit(110_000);
+      ConnectionHandler connection =
+          new ConnectionHandler(budget, false, ReadPolicy.MAX_READ_BYTES);
+      ch.pipeline().addLast(connection);
+      connection.install(null, new FrameSlicer(false, FrameSlicer.DEFAULT_MAX_FRAME_SIZE,
+          budget, false));
+    }
+
+    /** Moves the channel's clock by {@code millis} in sweep ticks; the credit sent meanwhile. */
+    long advance(long millis) {
+      long released = 0;
+      for (long t = 0; t < millis; t += ReadPolicy.SWEEP_MILLIS) {
+        ch.advanceTimeBy(ReadPolicy.SWEEP_MILLIS, TimeUnit.MILLISECONDS);
+        ch.runScheduledPendingTasks();
+        for (ByteBuf out; (out = ch.readOutbound()) != null; ) {
+          released += out.getInt(9);
+          out.release();
+        }
+      }
+      return released;
+    }
+
+    void close() {
+      ch.finishAndReleaseAll();
+      other.releaseAll();
+    }
+  }
+
+  @Test
+  void aPeerCappedForTheProcessCountsAsSlowedOnce() {
+    Capped capped = new Capped();
+    long before = Metric.PEERS_SLOWED.value();
+    capped.ch.writeAndFlush(windowUpdate(0, 4000));
+    assertNull(capped.ch.readOutbound(), "65,535 granted is past the cap: the update is withheld");
+    capped.advance(100);
+    assertEquals(1, Metric.PEERS_SLOWED.value() - before, "one peer slowed, counted once");
+    capped.close();
+  }
+
+  @Test
+  void anIdleCappedConnectionLooksAgainBackingOffAndStillSendsOnceThereIsRoom() {
+    Capped capped = new Capped();
+    capped.ch.writeAndFlush(windowUpdate(0, 4000));
+    assertEquals(0, capped.advance(5000), "withheld while the process is pressed");
+    capped.other.releaseAll(); // room: the process is no longer pressed
+    assertEquals(0, capped.advance(4 * ReadPolicy.SWEEP_MILLIS),
+        "an idle connection's timer has backed off: it is not looked at every tick");
+    assertEquals(4000, capped.advance(ReadPolicy.MAX_SWEEP_MILLIS),
+        "the withheld credit goes out within the longest sweep delay");
+    capped.close();
+  }
+
+  @Test
+  void aCappedConnectionWithAMessageUnderWayLooksAgainOnTheShortTimer() {
+    Capped capped = new Capped();
+    ByteBuf in = frame(Unpooled.buffer(), SETTINGS, 0, 0, Unpooled.EMPTY_BUFFER);
+    frame(in, DATA, 0, 1, Unpooled.buffer().writeByte(0).writeInt(50_000).writeZero(100));
+    ByteBuf read = Unpooled.directBuffer(in.readableBytes()).writeBytes(in);
+    in.release();
+    capped.ch.pipeline().fireChannelRead(read);
+    capped.ch.pipeline().fireChannelReadComplete();
+    capped.ch.writeAndFlush(windowUpdate(0, 4000));
+    assertEquals(0, capped.advance(5000), "withheld while the process is pressed");
+    capped.other.releaseAll();
+    assertEquals(4000, capped.advance(2 * ReadPolicy.SWEEP_MILLIS),
+        "a peer in the middle of a message gets its credit on the next tick");
+    capped.close();
   }
 
   @Test
