@@ -24,9 +24,10 @@ import java.util.function.LongSupplier;
  * outlives its last downstream release by at most that; a budget also sweeps when its table is
  * full and before it says it is exceeded.
  *
- * <p>A budget made with a {@link ProcessBudget} joins it, reports what it tracks and its peer's
- * credit there, and leaves it at {@link #releaseAll}; while the process's budget is pressed it
- * bounds the credit the peer may get ({@link #maxCreditBytes}).
+ * <p>A budget made with a {@link ProcessBudget} joins it on its first report, reports what it
+ * tracks and its peer's credit there, and leaves it at {@link #end}; while the process's budget
+ * is pressed it bounds the credit the peer may get ({@link #maxCreditBytes}). What the
+ * application still holds when the connection ends stays counted there until released.
  *
  * <p>The limit bounds what the application holds, not the messages under way: gRPC holds every
  * byte of a message until the message is complete, so a connection that knows its messages (see
@@ -47,7 +48,9 @@ public final class ReadBudget {
   private long credit;
   /** What {@link #process} lends this connection past its fair share. */
   private long overdraft;
-  /** The connection left {@link #process}: {@link #releaseAll} ran. */
+  /** This budget is one of {@link #process}'s connections: it reported there. */
+  private boolean joined;
+  /** The connection left {@link #process}'s connections: it ended. */
   private boolean left;
   /**
    * The tracked buffers, each with one reference held by this budget; {@code [0, count)}. Made on
@@ -69,8 +72,8 @@ public final class ReadBudget {
   }
 
   /**
-   * A budget of {@code limitBytes} that also joins {@code process} (null for none), which then
-   * counts it as a connection until {@link #releaseAll}.
+   * A budget of {@code limitBytes} that also reports to {@code process} (null for none), which
+   * counts it as a connection from its first report until {@link #end}.
    */
   public ReadBudget(long limitBytes, ProcessBudget process) {
     if (limitBytes <= 0) {
@@ -78,9 +81,18 @@ public final class ReadBudget {
     }
     this.limitBytes = limitBytes;
     this.process = process;
-    if (process != null) {
+  }
+
+  /** True while this budget reports to a process's budget as one of its connections. */
+  private boolean reports() {
+    if (process == null || left) {
+      return false;
+    }
+    if (!joined) {
+      joined = true;
       process.join();
     }
+    return true;
   }
 
   /** The limit in bytes. */
@@ -110,6 +122,7 @@ public final class ReadBudget {
     trackedBytes += capacity;
     Metric.TRACKED_BYTES.add(capacity);
     if (process != null) {
+      reports();
       process.add(capacity);
     }
   }
@@ -154,7 +167,7 @@ public final class ReadBudget {
    * budget; nothing without one.
    */
   public void credit(long bytes) {
-    if (process != null && !left) {
+    if (reports()) {
       process.addCredit(bytes - credit);
       credit = bytes;
     }
@@ -168,7 +181,7 @@ public final class ReadBudget {
    * then), and repaid as that falls.
    */
   public long maxCreditBytes(LongSupplier needed) {
-    if (process == null || left) {
+    if (!reports()) {
       return Long.MAX_VALUE;
     }
     if (!process.isPressed()) {
@@ -241,20 +254,46 @@ public final class ReadBudget {
     count = kept;
   }
 
-  /** Gives up this budget's references when the connection ends; it counts nothing after. */
+  /**
+   * The connection ended: releases what nobody else holds and leaves the process's connections,
+   * taking its credit and loan with it. Without a process's budget it releases everything ({@link
+   * #releaseAll}); with one, what the application still holds stays counted there until a later
+   * {@link #sweep} finds it released.
+   *
+   * @return true while buffers stay tracked: sweep until this budget tracks none
+   */
+  public boolean end() {
+    sweep();
+    leave();
+    if (process == null || count == 0) {
+      releaseAll();
+      return false;
+    }
+    return true;
+  }
+
+  private void leave() {
+    if (process != null && !left) {
+      left = true;
+      if (joined) {
+        process.addCredit(-credit);
+        process.overdraft(overdraft, 0);
+        process.leave();
+      }
+      credit = 0;
+      overdraft = 0;
+    }
+  }
+
+  /** Gives up this budget's references and leaves the process's budget; it counts nothing after. */
   public void releaseAll() {
     for (int i = 0; i < count; i++) {
       tracked[i].release();
     }
     Metric.TRACKED_BYTES.add(-trackedBytes);
-    if (process != null && !left) {
-      left = true;
+    leave();
+    if (process != null) {
       process.remove(trackedBytes);
-      process.addCredit(-credit);
-      process.overdraft(overdraft, 0);
-      process.leave();
-      credit = 0;
-      overdraft = 0;
     }
     tracked = null;
     capacities = null;

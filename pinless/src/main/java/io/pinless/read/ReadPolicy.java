@@ -47,7 +47,9 @@ import java.util.logging.Logger;
  * window updates as the application consumes), and on a timer while the budget tracks anything.
  * The timer starts at {@link #SWEEP_MILLIS} and doubles up to {@link #MAX_SWEEP_MILLIS}; a held
  * read, or a held peer, is retried every {@link #SWEEP_MILLIS}. A timer sweep that finds nothing
- * tracked gives back the budget's table, so a quiet connection holds none. The timer is not the
+ * tracked gives back the budget's table, so a quiet connection holds none. After the connection
+ * ends, the timer sweeps on while the application still holds what the budget counts for a
+ * process's budget ({@link ReadBudget#end}). The timer is not the
  * event loop's: a task scheduled on a loop makes every turn of it read the clock and every wait
  * for its sockets arm a kernel timer, a cost a busy download pays for as long as it runs. The
  * timers are on one wheel for the process ({@link HashedWheelTimer}, a daemon thread ticking
@@ -195,6 +197,8 @@ public final class ReadPolicy
   private boolean warned;
   /** Where sweep timers run; set on attach. */
   private Timer timer;
+  /** The connection ended ({@link #detach}). */
+  private boolean detached;
   /** The pending sweep timer; null when none. */
   private Timeout sweepTimer;
   /** The delay {@link #sweepTimer} was set for: it fires no later than that from now. */
@@ -298,12 +302,22 @@ public final class ReadPolicy
     }
   }
 
-  /** The connection ended: gives up the budget's references and the timer. */
+  /**
+   * The connection ended: gives up the budget's references, or, for buffers the application
+   * still holds that a process's budget counts, sweeps them on the timer until released.
+   */
   public void detach() {
-    budget.releaseAll();
+    if (detached) {
+      return;
+    }
+    detached = true;
     if (sweepTimer != null) {
       sweepTimer.cancel();
       sweepTimer = null;
+    }
+    if (budget.end()) {
+      sweepBackoff = 0;
+      sweepAfter(SWEEP_MILLIS);
     }
   }
 
@@ -325,7 +339,11 @@ public final class ReadPolicy
     try {
       loop.execute(() -> sweepNow(timeout));
     } catch (RejectedExecutionException e) {
-      // The loop is shutting down: its channels close, and detach gives up the references.
+      // The loop is shutting down: its channels close, and detach gives up the references; after
+      // detach, nothing runs on the loop any more, so this thread gives them up.
+      if (detached) {
+        budget.releaseAll();
+      }
     }
   }
 
@@ -338,6 +356,10 @@ public final class ReadPolicy
       return;
     }
     sweepTimer = null;
+    if (detached) {
+      sweepEnded();
+      return;
+    }
     sweepBackoff = looksSoon() ? 0 : (byte) Math.min(sweepBackoff + 1, MAX_SWEEP_BACKOFF);
     budget.sweep();
     checkValve();
@@ -379,8 +401,23 @@ public final class ReadPolicy
       }
       sweepTimer.cancel();
     }
+    sweepAfter(delay);
+  }
+
+  private void sweepAfter(long delay) {
     sweepTimer = timer.newTimeout(this, delay, TimeUnit.MILLISECONDS);
     sweepTimerDelay = delay;
+  }
+
+  /** After the connection ended: sweeps, backing off, until the application holds nothing. */
+  private void sweepEnded() {
+    budget.sweep();
+    if (budget.trackedBuffers() == 0) {
+      budget.releaseAll();
+      return;
+    }
+    sweepBackoff = (byte) Math.min(sweepBackoff + 1, MAX_SWEEP_BACKOFF);
+    sweepAfter(SWEEP_MILLIS << sweepBackoff);
   }
 
   /**

@@ -292,6 +292,41 @@ class ConnectionHandlerBudgetTest {
   }
 
   @Test
+  void messagesTheApplicationKeepsAfterItsConnectionEndsStayCountedInTheProcess() {
+    ProcessBudget process = new ProcessBudget(1 << 30);
+    ReadBudget budget = new ReadBudget(1 << 30, process);
+    Keeper app = new Keeper();
+    EmbeddedChannel ended = new EmbeddedChannel();
+    ConnectionHandler connection = new ConnectionHandler(budget, false, ReadPolicy.MAX_READ_BYTES);
+    ended.pipeline().addLast(connection, app);
+    connection.install(null, new FrameSlicer(false, FrameSlicer.DEFAULT_MAX_FRAME_SIZE,
+        budget, false));
+    ByteBuf in = message(2000, 2000);
+    ByteBuf read = Unpooled.directBuffer(in.readableBytes()).writeBytes(in);
+    in.release();
+    ended.pipeline().fireChannelRead(read);
+    ended.pipeline().fireChannelReadComplete();
+    long held = process.heldBytes();
+    assertTrue(held >= 2000, "the message is counted: " + held);
+    // The connection ends while the service keeps its message (a peer that resets it). Removing
+    // the handler ends it as closing does; an embedded channel's close would also cancel its
+    // clock's timers, which a real event loop keeps.
+    ended.pipeline().remove(connection);
+    assertEquals(0, process.connections(), "the connection left");
+    assertEquals(held, process.heldBytes(), "what the service keeps still counts");
+    ended.advanceTimeBy(ReadPolicy.MAX_SWEEP_MILLIS, TimeUnit.MILLISECONDS);
+    ended.runScheduledPendingTasks();
+    assertEquals(held, process.heldBytes(), "a sweep while it is kept takes nothing off");
+    app.releaseAll();
+    for (int i = 0; i < 10 && process.heldBytes() > 0; i++) {
+      ended.advanceTimeBy(ReadPolicy.MAX_SWEEP_MILLIS, TimeUnit.MILLISECONDS);
+      ended.runScheduledPendingTasks();
+    }
+    assertEquals(0, process.heldBytes(), "released, it is taken off on the sweep timer");
+    ended.finishAndReleaseAll();
+  }
+
+  @Test
   void aBudgetThatClearsOnAnIdleConnectionReleasesTheCreditOnTheSweepTimer() {
     batch(message(2000, 2000));
     ch.writeAndFlush(windowUpdate(0, 4000));

@@ -86,6 +86,42 @@ class ProcessBudgetTest {
   }
 
   @Test
+  void whatTheApplicationHoldsWhenItsConnectionEndsStaysCountedUntilReleased() {
+    ProcessBudget process = new ProcessBudget(1 << 20);
+    ReadBudget other = budget(process);
+    ReadBudget budget = budget(process);
+    ByteBuf kept = hold(budget, 10_000);
+    ByteBuf done = hold(budget, 5_000);
+    done.release();
+    held.removeIf(x -> x == done);
+    budget.credit(3000);
+    other.credit(1000);
+    assertTrue(budget.end(), "a buffer is still held downstream");
+    assertEquals(1, process.connections(), "the connection left at once");
+    assertEquals(1000, process.creditBytes(), "with its credit");
+    assertEquals(10_000, process.heldBytes(), "what the application holds is still counted");
+    assertEquals(10_000, budget.retainedBytes());
+    kept.release();
+    held.removeIf(x -> x == kept);
+    budget.sweep();
+    assertEquals(0, process.heldBytes(), "a sweep after the release takes it off");
+    assertEquals(0, budget.trackedBuffers());
+    budget.end();
+    assertEquals(1, process.connections(), "a connection leaves once");
+  }
+
+  @Test
+  void aBudgetThatNeverReportsIsNoConnection() {
+    ProcessBudget process = new ProcessBudget(1 << 20);
+    ReadBudget budget = budget(process);
+    assertEquals(0, process.connections(), "made but never attached: nothing to count");
+    budget.credit(0);
+    assertEquals(1, process.connections(), "its first report joins it");
+    assertFalse(budget.end(), "nothing tracked: nothing to sweep");
+    assertEquals(0, process.connections());
+  }
+
+  @Test
   void pressedTheCreditOfEachConnectionIsCappedAtWhatItsShareLeaves() {
     ProcessBudget process = new ProcessBudget(100_000);
     ReadBudget big = budget(process);
