@@ -200,6 +200,16 @@ public final class ReadBudget {
     return wanted > 0 && overdraft >= wanted ? Math.max(cap, need) : cap;
   }
 
+  /** What the process's budget lends this connection now. */
+  long loanBytes() {
+    return overdraft;
+  }
+
+  /** What the tracked buffers are counted for, before a sweep. */
+  long trackedBytes() {
+    return trackedBytes;
+  }
+
   /** How many buffers the tracking arrays have room for: 0 when it has none. */
   int slots() {
     return tracked == null ? 0 : tracked.length;

@@ -1,0 +1,154 @@
+package io.pinless.read;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.code_intelligence.jazzer.api.FuzzedDataProvider;
+import com.code_intelligence.jazzer.junit.FuzzTest;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * Property: for any sequence of connections tracking and releasing buffers, reporting credit,
+ * asking for their credit cap with any need, sweeping and ending, the process's sums equal what
+ * the connections report; loans are all or nothing and within the overdraft; a pressed cap
+ * leaves a connection within its fair share and its loan; a connection under its share is not
+ * slowed; and once everything is released and every connection ended, nothing is counted.
+ */
+class ProcessBudgetFuzzTest {
+  private static final int MAX_OPS = 96;
+
+  /** One connection: its budget and the buffers the application holds of it. */
+  private static final class Connection {
+    final ReadBudget budget;
+    final List<ByteBuf> held = new ArrayList<>();
+    long credit;
+    boolean ended;
+
+    Connection(ProcessBudget process) {
+      budget = new ReadBudget(Long.MAX_VALUE, process);
+    }
+  }
+
+  @FuzzTest
+  void loansAndCapsStayWithinTheLimit(FuzzedDataProvider data) {
+    long limit = data.consumeLong(1 << 12, 1L << 26);
+    ProcessBudget process = new ProcessBudget(limit);
+    List<Connection> connections = new ArrayList<>();
+    int count = data.consumeInt(1, 8);
+    for (int i = 0; i < count; i++) {
+      connections.add(new Connection(process));
+    }
+    try {
+      for (int op = 0; op < MAX_OPS && data.remainingBytes() > 0; op++) {
+        Connection c = connections.get(data.consumeInt(0, count - 1));
+        step(data, process, c, limit);
+        check(process, connections, limit);
+      }
+    } finally {
+      for (Connection c : connections) {
+        c.held.forEach(ByteBuf::release);
+        c.held.clear();
+        c.budget.end();
+        c.budget.releaseAll();
+      }
+    }
+    assertEquals(0, process.heldBytes(), "released and ended: nothing held");
+    assertEquals(0, process.creditBytes(), "nor owed");
+    assertEquals(0, process.overdraftBytes(), "nor lent");
+    assertEquals(0, process.connections());
+  }
+
+  private static void step(FuzzedDataProvider data, ProcessBudget process, Connection c,
+      long limit) {
+    switch (data.consumeInt(0, 6)) {
+      case 0:
+        if (!c.ended) {
+          ByteBuf buf = Unpooled.wrappedBuffer(new byte[data.consumeInt(1, 1 << 16)]);
+          c.budget.track(buf);
+          c.held.add(buf); // the application's reference
+        }
+        break;
+      case 1:
+        if (!c.held.isEmpty()) {
+          c.held.remove(data.consumeInt(0, c.held.size() - 1)).release();
+        }
+        break;
+      case 2:
+        c.budget.sweep();
+        break;
+      case 3:
+        if (!c.ended) {
+          c.credit = data.consumeLong(0, limit);
+          c.budget.credit(c.credit);
+        }
+        break;
+      case 4:
+        if (!c.ended) {
+          askForCredit(process, c, data.consumeLong(0, 2 * limit));
+        }
+        break;
+      case 5:
+        c.budget.end();
+        c.ended = true;
+        c.credit = 0;
+        break;
+      default:
+        c.budget.sweep();
+        if (c.ended && c.budget.trackedBuffers() == 0) {
+          c.budget.releaseAll();
+        }
+        break;
+    }
+  }
+
+  /** A connection asks for its cap: the loan is all or nothing, and the cap within it. */
+  private static void askForCredit(ProcessBudget process, Connection c, long need) {
+    long loanBefore = c.budget.loanBytes();
+    boolean pressed = process.isPressed();
+    long share = process.fairShareBytes();
+    long cap = c.budget.maxCreditBytes(() -> need);
+    long loan = c.budget.loanBytes();
+    long tracked = c.budget.trackedBytes();
+    if (!pressed) {
+      assertEquals(Long.MAX_VALUE, cap, "unpressed, no cap");
+      assertEquals(0, loan, "and no loan");
+      return;
+    }
+    // The join on a first report may have shrunk the share.
+    share = Math.min(share, process.fairShareBytes());
+    long wanted = Math.max(0, tracked + Math.max(c.credit, need) * 5 / 4 - share);
+    assertTrue(loan == wanted || loan == loanBefore && wanted > loanBefore,
+        "a loan is all that is wanted or unchanged: " + loanBefore + " -> " + loan + ", wanted "
+            + wanted);
+    assertTrue(cap >= 0, "cap " + cap);
+    assertTrue(cap <= Math.max(0, process.fairShareBytes() + loan - tracked),
+        "cap " + cap + " past share " + process.fairShareBytes() + " and loan " + loan
+            + " less held " + tracked);
+    if (wanted == 0) {
+      assertTrue(cap >= Math.max(c.credit, need) - 1,
+          "under its share, a connection keeps its credit and gets what it needs: cap " + cap
+              + ", credit " + c.credit + ", need " + need);
+    }
+  }
+
+  /** The process's sums are what the connections report. */
+  private static void check(ProcessBudget process, List<Connection> connections, long limit) {
+    long held = 0;
+    long credit = 0;
+    long loans = 0;
+    for (Connection c : connections) {
+      held += c.budget.trackedBytes();
+      loans += c.budget.loanBytes();
+      if (!c.ended) {
+        credit += c.credit;
+      }
+    }
+    assertEquals(held, process.heldBytes(), "held bytes are the connections' sum");
+    assertEquals(credit, process.creditBytes(), "credit is the live connections' sum");
+    assertEquals(loans, process.overdraftBytes(), "the overdraft is the loans' sum");
+    assertTrue(loans <= (long) (limit * ProcessBudget.OVERDRAFT), "loans within the overdraft");
+  }
+}
