@@ -28,7 +28,9 @@ import java.util.logging.Logger;
  *       connection over its share borrows what its messages under way need, so that a message
  *       started completes while others' are released; a loan is repaid as the application
  *       releases. Connections under their share are not slowed. Held memory stays within the
- *       limit but for what shares that shrink as connections come had already granted.
+ *       limit but for what shares that shrink as connections come had already granted. Below
+ *       that share of the limit, a connection is granted at most its part of the room left
+ *       under it ({@link #roomBytes}), so that grants made at once cannot together pass it.
  *   <li>From the limit until memory falls under {@link #STREAMS_RESUME} of it: a server refuses
  *       new calls ({@link #shedsStreams}).
  *   <li>From {@link #CONNECTIONS_REFUSED} of the limit until memory falls under the limit: a
@@ -130,6 +132,11 @@ public final class ProcessBudget {
   /** True while held bytes and credit are over {@link #PRESSED} of the limit: shares apply. */
   public boolean isPressed() {
     return heldBytes.get() + creditBytes.get() > limitBytes * PRESSED;
+  }
+
+  /** What held bytes and credit may grow by before the budget is pressed; 0 once it is. */
+  public long roomBytes() {
+    return Math.max(0, (long) (limitBytes * PRESSED) - heldBytes.get() - creditBytes.get());
   }
 
   /** Credit lent to messages under way past their connections' shares. */

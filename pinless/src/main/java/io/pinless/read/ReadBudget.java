@@ -38,6 +38,13 @@ import java.util.function.LongSupplier;
 public final class ReadBudget {
   /** 64 MiB: well above gRPC's default 4 MiB message limit and the 16 MiB messages we test. */
   public static final long DEFAULT_LIMIT_BYTES = 64L << 20;
+  /**
+   * The least a connection may be granted past its credit while the process's budget is not
+   * pressed: a frame of HTTP/2's default size. Parts of a room that shrinks with every grant would
+   * otherwise approach the pressed threshold without passing it, and a message that needs a loan
+   * would wait at the threshold for good.
+   */
+  static final long MIN_ROOM_BYTES = 16 * 1024;
   /** The table's first size. */
   private static final int INITIAL_SLOTS = 4;
 
@@ -174,30 +181,30 @@ public final class ReadBudget {
   }
 
   /**
-   * The most credit the peer may hold now. Unbounded unless the process's budget is pressed
-   * ({@link ProcessBudget#isPressed}); then what the fair share, and a loan from the process's
-   * overdraft, leave beyond what is held. The loan is asked for what the connection holds and is
-   * owed past its share, or needs to complete its messages under way ({@code needed}, asked only
-   * then), and repaid as that falls.
+   * The most credit the peer may hold now. While the process's budget is pressed ({@link
+   * ProcessBudget#isPressed}), what the fair share, and a loan from the process's overdraft, leave
+   * beyond what is held; the loan is asked for what the connection holds and is owed past its
+   * share, or needs to complete its messages under way ({@code needed}, asked only then), and
+   * repaid as that falls. Not pressed, no loan, and the larger of what the share leaves and this
+   * connection's part of the room below the pressed threshold ({@link ProcessBudget#roomBytes}),
+   * at least {@link #MIN_ROOM_BYTES}, so that connections granting at once pass it by little.
    */
   public long maxCreditBytes(LongSupplier needed) {
     if (!reports()) {
       return Long.MAX_VALUE;
     }
+    long share = process.fairShareBytes();
     if (!process.isPressed()) {
       overdraft = process.overdraft(overdraft, 0);
-      return Long.MAX_VALUE;
+      long room = process.roomBytes() / Math.max(1, process.connections());
+      return Math.max(credit + Math.max(room, MIN_ROOM_BYTES),
+          Math.max(0, share - trackedBytes) * 4 / 5);
     }
-    // The loan covers what this connection holds and is owed past its share, and what its
-    // messages under way still need; it is repaid as the application releases.
-    long share = process.fairShareBytes();
     // Bytes read pin up to a quarter more: a pool rounds a read's buffer up to its size class.
-    long need = needed.getAsLong();
-    long wanted = Math.max(0, trackedBytes + Math.max(credit, need) * 5 / 4 - share);
+    long wanted =
+        Math.max(0, trackedBytes + Math.max(credit, needed.getAsLong()) * 5 / 4 - share);
     overdraft = process.overdraft(overdraft, wanted);
-    long cap = Math.max(0, share + overdraft - trackedBytes) * 4 / 5;
-    // A loan that covers the messages under way lets them complete whatever their reads pin.
-    return wanted > 0 && overdraft >= wanted ? Math.max(cap, need) : cap;
+    return Math.max(0, share + overdraft - trackedBytes) * 4 / 5;
   }
 
   /** What the process's budget lends this connection now. */

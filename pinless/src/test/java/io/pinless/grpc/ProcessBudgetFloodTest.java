@@ -89,16 +89,20 @@ class ProcessBudgetFloodTest {
     assertEquals(shed, run.outcomes().size() - ok, "every call not completed was shed");
     assertTrue(ok > 0, "calls complete");
     assertTrue(slowed > 0, "peers were slowed");
-    // Mostly within 5% of the budget; a quarter allows the credit that shrinking shares leave
-    // (docs/budget.md), which timing decides.
-    assertTrue(run.serverPinnedPeak() <= BUDGET_BYTES * 5 / 4,
+    // Within 10% of the budget, as the process budget promises.
+    assertTrue(run.serverPinnedPeak() <= BUDGET_BYTES * 11 / 10,
         "the server's pool pinned " + run.serverPinnedPeak() + " against a budget of "
             + BUDGET_BYTES);
-    assertTrue(budget.peakBytes() <= BUDGET_BYTES * 5 / 4,
+    assertTrue(budget.peakBytes() <= BUDGET_BYTES * 11 / 10,
         "the budget counted " + budget.peakBytes() + " against " + BUDGET_BYTES);
     double fairness = run.fairness();
     assertTrue(Double.isNaN(fairness) || fairness >= 0.8,
         "the clients never shed moved alike: Jain's index " + fairness);
+    // What the service released after its connection ended comes off on that connection's timer.
+    long releaseGuard = System.nanoTime() + TimeUnit.SECONDS.toNanos(HANG_GUARD_SECONDS);
+    while (budget.heldBytes() > 0 && System.nanoTime() - releaseGuard < 0) {
+      LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(10));
+    }
     assertEquals(0, budget.heldBytes(), "everything released");
     assertEquals(0, budget.overdraftBytes(), "every loan repaid");
     assertEquals(BUDGET_BYTES, OpenTelemetryExportTest.value(after, "pinless.process.budget",

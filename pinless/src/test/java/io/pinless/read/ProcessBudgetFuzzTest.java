@@ -104,29 +104,37 @@ class ProcessBudgetFuzzTest {
     }
   }
 
-  /** A connection asks for its cap: the loan is all or nothing, and the cap within it. */
+  /**
+   * A connection asks for its cap: pressed, the loan is all or nothing and the cap within share
+   * and loan; not pressed, no loan and the cap within this connection's part of the room below
+   * the threshold.
+   */
   private static void askForCredit(ProcessBudget process, Connection c, long need) {
     long loanBefore = c.budget.loanBytes();
-    boolean pressed = process.isPressed();
     long share = process.fairShareBytes();
     long cap = c.budget.maxCreditBytes(() -> need);
+    boolean pressed = process.isPressed();
+    long room = process.roomBytes() / process.connections();
     long loan = c.budget.loanBytes();
     long tracked = c.budget.trackedBytes();
-    if (!pressed) {
-      assertEquals(Long.MAX_VALUE, cap, "unpressed, no cap");
-      assertEquals(0, loan, "and no loan");
-      return;
-    }
     // The join on a first report may have shrunk the share.
     share = Math.min(share, process.fairShareBytes());
+    assertTrue(cap >= 0, "cap " + cap);
+    long withinShare = Math.max(0, process.fairShareBytes() + loan - tracked);
+    if (!pressed) {
+      assertEquals(0, loan, "not pressed, no loan");
+      assertTrue(cap >= c.credit
+              && cap <= Math.max(c.credit + Math.max(room, ReadBudget.MIN_ROOM_BYTES), withinShare),
+          "not pressed, its credit and at most its share or part of the room " + room + ": "
+              + cap);
+      return;
+    }
     long wanted = Math.max(0, tracked + Math.max(c.credit, need) * 5 / 4 - share);
     assertTrue(loan == wanted || loan == loanBefore && wanted > loanBefore,
         "a loan is all that is wanted or unchanged: " + loanBefore + " -> " + loan + ", wanted "
             + wanted);
-    assertTrue(cap >= 0, "cap " + cap);
-    assertTrue(cap <= Math.max(0, process.fairShareBytes() + loan - tracked),
-        "cap " + cap + " past share " + process.fairShareBytes() + " and loan " + loan
-            + " less held " + tracked);
+    assertTrue(cap <= withinShare, "cap " + cap + " past share " + process.fairShareBytes()
+        + " and loan " + loan + " less held " + tracked);
     if (wanted == 0) {
       assertTrue(cap >= Math.max(c.credit, need) - 1,
           "under its share, a connection keeps its credit and gets what it needs: cap " + cap
