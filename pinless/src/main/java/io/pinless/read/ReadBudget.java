@@ -183,28 +183,33 @@ public final class ReadBudget {
   /**
    * The most credit the peer may hold now. While the process's budget is pressed ({@link
    * ProcessBudget#isPressed}), what the fair share, and a loan from the process's overdraft, leave
-   * beyond what is held; the loan is asked for what the connection holds and is owed past its
-   * share, or needs to complete its messages under way ({@code needed}, asked only then), and
-   * repaid as that falls. Not pressed, no loan, and the larger of what the share leaves and this
-   * connection's part of the room below the pressed threshold ({@link ProcessBudget#roomBytes}),
-   * at least {@link #MIN_ROOM_BYTES}, so that connections granting at once pass it by little.
+   * beyond what is held; the loan is asked for what the connection holds past its share and
+   * what its messages under way still need ({@code needed}, asked only then), and repaid as that
+   * falls. Not pressed, no loan, and this connection's part of the room below the pressed
+   * threshold ({@link ProcessBudget#roomBytes}), at least {@link #MIN_ROOM_BYTES}, so that
+   * connections granting at once pass it by little (a share, larger while few connections
+   * report, could together pass it by far).
    */
   public long maxCreditBytes(LongSupplier needed) {
     if (!reports()) {
       return Long.MAX_VALUE;
     }
-    long share = process.fairShareBytes();
     if (!process.isPressed()) {
       overdraft = process.overdraft(overdraft, 0);
       long room = process.roomBytes() / Math.max(1, process.connections());
-      return Math.max(credit + Math.max(room, MIN_ROOM_BYTES),
-          Math.max(0, share - trackedBytes) * 4 / 5);
+      return credit + Math.max(room, MIN_ROOM_BYTES);
     }
+    long share = process.fairShareBytes();
     // Bytes read pin up to a quarter more: a pool rounds a read's buffer up to its size class.
-    long wanted =
-        Math.max(0, trackedBytes + Math.max(credit, needed.getAsLong()) * 5 / 4 - share);
+    // Credit the peer holds and does not use is not lent for: loans kept for idle peers would
+    // leave none for the messages under way, which then never complete.
+    long need = needed.getAsLong();
+    long wanted = Math.max(0, trackedBytes + need * 5 / 4 - share);
     overdraft = process.overdraft(overdraft, wanted);
-    return Math.max(0, share + overdraft - trackedBytes) * 4 / 5;
+    long cap = Math.max(0, share + overdraft - trackedBytes) * 4 / 5;
+    // Covered, the messages under way get all they need: the fifth taken off for what reads pin
+    // rounds down, and a message short of its last bytes would wait for good.
+    return overdraft >= wanted ? Math.max(cap, need) : cap;
   }
 
   /** What the process's budget lends this connection now. */

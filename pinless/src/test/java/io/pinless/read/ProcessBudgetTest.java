@@ -151,13 +151,17 @@ class ProcessBudgetTest {
     assertFalse(process.shedsStreams(), "shedding follows what is held, not credit");
     ByteBuf first = hold(a, 20_000);
     ByteBuf second = hold(a, 10_000);
+    assertEquals(20_000, b.maxCreditBytes(() -> 0),
+        "credit b's peer does not use borrows nothing: b gets what its share leaves, less a fifth");
+    assertEquals(0, process.overdraftBytes());
     assertEquals(8_000, a.maxCreditBytes(() -> 8_000), "a message under way gets what it needs");
     assertEquals(15_000, process.overdraftBytes(),
         "borrowing what the share of 25,000 lacks, a quarter more for what reads pin");
-    assertEquals(20_000, b.maxCreditBytes(() -> 0),
-        "b lacks 50,000, the overdraft has 35,000 left: all or nothing, b borrows nothing");
+    hold(b, 45_000);
+    assertEquals(0, b.maxCreditBytes(() -> 20_000), "b lacks 45,000 (20,000 held past its "
+        + "share, 25,000 for its message), 35,000 are left: all or nothing, b borrows nothing");
     assertEquals(8_000, a.maxCreditBytes(() -> 40_000),
-        "nor does a get more for a larger message while others' loans are out");
+        "nor does a get more for a message larger than what is left");
     assertEquals(15_000, process.overdraftBytes());
 
     release(a, second);
@@ -173,6 +177,19 @@ class ProcessBudgetTest {
     assertEquals(Long.MAX_VALUE, a.maxCreditBytes(() -> 30_000), "and asks nothing after");
     held.removeIf(x -> x == first);
     first.release();
+  }
+
+  @Test
+  void aMessageShortOfItsLastByteGetsItWhateverTheRounding() {
+    ProcessBudget process = new ProcessBudget(100_000);
+    ReadBudget a = budget(process);
+    ReadBudget b = budget(process);
+    hold(a, 30_000);
+    b.credit(60_000);
+    assertTrue(process.isPressed());
+    assertEquals(1, a.maxCreditBytes(() -> 1),
+        "a loan of 5,001 covers it: a fifth of 1 off for what reads pin must not leave it 0");
+    assertEquals(5_001, process.overdraftBytes());
   }
 
   @Test
