@@ -17,8 +17,9 @@ import java.util.logging.Logger;
  * its peer may still fill without asking. Held bytes plus credit are what the process has
  * committed. Invariant: while the budget is pressed, no peer is granted credit past what its
  * connection's fair share and loan leave beyond what it holds, and loans stay within the
- * overdraft, so held memory stays within the limit but for credit granted before (a peer that
- * does not use its credit borrows nothing for it: loans go to messages under way).
+ * overdraft, so held memory stays within the limit but for credit granted while it was not
+ * pressed (a peer that does not use its credit borrows nothing for it: loans go to messages
+ * under way).
  *
  * <p>Three responses; the two that shed are lifted with hysteresis so that they do not flap:
  *
