@@ -18,8 +18,8 @@ import java.util.logging.Logger;
  * committed. Invariant: while the budget is pressed, no peer is granted credit past what its
  * connection's fair share and loan leave beyond what it holds, and loans stay within the
  * overdraft, so held memory stays within the limit but for credit granted while it was not
- * pressed (a peer that does not use its credit borrows nothing for it: loans go to messages
- * under way).
+ * pressed (loans cover what a connection holds past its share and what its messages under way
+ * need; credit a peer does not use borrows nothing).
  *
  * <p>Three responses; the two that shed are lifted with hysteresis so that they do not flap:
  *

@@ -46,14 +46,16 @@ import java.util.logging.Logger;
  * <p>Budget sweeps: after every read batch, on every flush while a read is held (gRPC flushes
  * window updates as the application consumes), and on a timer while the budget tracks anything.
  * The timer starts at {@link #SWEEP_MILLIS} and doubles up to {@link #MAX_SWEEP_MILLIS}; a held
- * read, or a held peer, is retried every {@link #SWEEP_MILLIS}. A timer sweep that finds nothing
+ * read, or a held peer with a message under way or buffers tracked, is retried every {@link
+ * #SWEEP_MILLIS} (a held peer with neither backs off too). A timer sweep that finds nothing
  * tracked gives back the budget's table, so a quiet connection holds none. After the connection
- * ends, the timer sweeps on while the application still holds what the budget counts for a
- * process's budget ({@link ReadBudget#end}). The timer is not the
- * event loop's: a task scheduled on a loop makes every turn of it read the clock and every wait
- * for its sockets arm a kernel timer, a cost a busy download pays for as long as it runs. The
- * timers are on one wheel for the process ({@link HashedWheelTimer}, a daemon thread ticking
- * every {@link #TICK_MILLIS} ms), and a timer that fires hands the sweep to the connection's loop.
+ * ends, an {@link EndedSweep} sweeps on while the application still holds what the budget counts
+ * for a process's budget ({@link ReadBudget#end}), and the policy leaves the budget alone. The
+ * timer is not the event loop's: a task scheduled on a loop makes every turn of it read the clock
+ * and every wait for its sockets arm a kernel timer, a cost a busy download pays for as long as
+ * it runs. The timers are on one wheel for the process ({@link HashedWheelTimer}, a daemon thread
+ * ticking every {@link #TICK_MILLIS} ms), and a timer that fires hands the sweep to the
+ * connection's loop.
  * A channel whose loop keeps a clock of its own ({@link EmbeddedChannel}, in tests) uses that
  * loop's scheduler instead, so its clock decides when sweeps fall due.
  *
@@ -101,7 +103,7 @@ public final class ReadPolicy
   /** The longest the sweep timer waits: it doubles each time from {@link #SWEEP_MILLIS}. */
   public static final long MAX_SWEEP_MILLIS = 1280;
   /** How many times the sweep delay doubles: 10 ms to {@link #MAX_SWEEP_MILLIS}. */
-  private static final int MAX_SWEEP_BACKOFF = 7;
+  static final int MAX_SWEEP_BACKOFF = 7;
   /** The sweep timers' resolution: a timer fires at most this much after it is due. */
   public static final long TICK_MILLIS = 10;
 
@@ -272,11 +274,16 @@ public final class ReadPolicy
 
   /** The channel became active: the first read. */
   public void channelActive() {
-    readIfReady();
+    if (!detached) {
+      readIfReady();
+    }
   }
 
   /** A read batch ended: sweep, read again, and keep the timer going while anything is tracked. */
   public void batchEnded() {
+    if (detached) {
+      return; // the budget is the ended connection's sweep's
+    }
     budget.sweep();
     checkValve();
     readIfReady();
@@ -285,6 +292,9 @@ public final class ReadPolicy
 
   /** A flush passed: gRPC may have released buffers and sent window updates. */
   public void flushed() {
+    if (detached) {
+      return; // the budget is the ended connection's sweep's
+    }
     if (readOwed) {
       budget.sweep();
       readIfReady();
@@ -297,14 +307,14 @@ public final class ReadPolicy
 
   /** Writability changed: a held read may go. */
   public void writabilityChanged() {
-    if (readOwed) {
+    if (readOwed && !detached) {
       readIfReady();
     }
   }
 
   /**
-   * The connection ended: gives up the budget's references, or, for buffers the application
-   * still holds that a process's budget counts, sweeps them on the timer until released.
+   * The connection ended: gives up the budget's references, or hands the buffers the application
+   * still holds that a process's budget counts to an {@link EndedSweep}.
    */
   public void detach() {
     if (detached) {
@@ -316,8 +326,7 @@ public final class ReadPolicy
       sweepTimer = null;
     }
     if (budget.end()) {
-      sweepBackoff = 0;
-      sweepAfter(SWEEP_MILLIS);
+      EndedSweep.start(budget, ctx.executor(), timer);
     }
   }
 
@@ -339,11 +348,7 @@ public final class ReadPolicy
     try {
       loop.execute(() -> sweepNow(timeout));
     } catch (RejectedExecutionException e) {
-      // The loop is shutting down: its channels close, and detach gives up the references; after
-      // detach, nothing runs on the loop any more, so this thread gives them up.
-      if (detached) {
-        budget.releaseAll();
-      }
+      // The loop is shutting down: its channels close, and detach gives up the references.
     }
   }
 
@@ -356,10 +361,6 @@ public final class ReadPolicy
       return;
     }
     sweepTimer = null;
-    if (detached) {
-      sweepEnded();
-      return;
-    }
     sweepBackoff = looksSoon() ? 0 : (byte) Math.min(sweepBackoff + 1, MAX_SWEEP_BACKOFF);
     budget.sweep();
     checkValve();
@@ -401,24 +402,10 @@ public final class ReadPolicy
       }
       sweepTimer.cancel();
     }
-    sweepAfter(delay);
-  }
-
-  private void sweepAfter(long delay) {
     sweepTimer = timer.newTimeout(this, delay, TimeUnit.MILLISECONDS);
     sweepTimerDelay = delay;
   }
 
-  /** After the connection ended: sweeps, backing off, until the application holds nothing. */
-  private void sweepEnded() {
-    budget.sweep();
-    if (budget.trackedBuffers() == 0) {
-      budget.releaseAll();
-      return;
-    }
-    sweepBackoff = (byte) Math.min(sweepBackoff + 1, MAX_SWEEP_BACKOFF);
-    sweepAfter(SWEEP_MILLIS << sweepBackoff);
-  }
 
   /**
    * True while a read is held, or the peer is held with a message under way or buffers tracked:
