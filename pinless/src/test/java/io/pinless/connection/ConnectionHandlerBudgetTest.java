@@ -184,70 +184,20 @@ class ConnectionHandlerBudgetTest {
 
   @Test
   void creditCappedForTheProcessStillGoesOutBeforeAWriteThatIsNoBuffer() {
-    ProcessBudget process = new ProcessBudget(100_000);
-    ReadBudget other = new ReadBudget(1 << 30, process);
-    other.credit(60_000); // presses the process: each share is 25,000, the cap 20,000
-    ReadBudget budget = new ReadBudget(1 << 30, process);
-    EmbeddedChannel capped = new EmbeddedChannel();
-    ConnectionHandler connection =
-        new ConnectionHandler(budget, false, ReadPolicy.MAX_READ_BYTES);
-    capped.pipeline().addLast(connection);
-    connection.install(null, new FrameSlicer(false, FrameSlicer.DEFAULT_MAX_FRAME_SIZE,
-        budget, false));
-    capped.writeAndFlush(windowUpdate(0, 4000));
-    assertNull(capped.readOutbound(), "65,535 granted is past the cap: the update is withheld");
-    capped.writeAndFlush("not a buffer");
+    Capped capped = new Capped();
+    capped.ch.writeAndFlush(windowUpdate(0, 4000));
+    assertNull(capped.ch.readOutbound(), "65,535 granted is past the cap: the update is withheld");
+    capped.ch.writeAndFlush("not a buffer");
     long released = 0;
-    for (Object out; (out = capped.readOutbound()) != null; ) {
+    for (Object out; (out = capped.ch.readOutbound()) != null; ) {
       if (out instanceof ByteBuf) {
         released += ((ByteBuf) out).getInt(9);
         ((ByteBuf) out).release();
       }
     }
     assertEquals(4000, released, "once the window is unknown, nothing stays withheld");
-    capped.finishAndReleaseAll();
-    other.releaseAll();
-    assertEquals(0, process.connections());
-  }
-
-  /** A connection whose peer's credit is capped by a pressed process budget. */
-  private static final class Capped {
-    final ProcessBudget process = new ProcessBudget(200_000);
-    /**
-     * Another connection's credit presses the process before this connection starts, which then
-     * may have no more credit than its first window.
-     */
-    final ReadBudget other = new ReadBudget(1 << 30, process);
-    final ReadBudget budget = new ReadBudget(1 << 30, process);
-    final EmbeddedChannel ch = new EmbeddedChannel();
-
-    Capped() {
-      other.credit(110_000);
-      ConnectionHandler connection =
-          new ConnectionHandler(budget, false, ReadPolicy.MAX_READ_BYTES);
-      ch.pipeline().addLast(connection);
-      connection.install(null, new FrameSlicer(false, FrameSlicer.DEFAULT_MAX_FRAME_SIZE,
-          budget, false));
-    }
-
-    /** Moves the channel's clock by {@code millis} in sweep ticks; the credit sent meanwhile. */
-    long advance(long millis) {
-      long released = 0;
-      for (long t = 0; t < millis; t += ReadPolicy.SWEEP_MILLIS) {
-        ch.advanceTimeBy(ReadPolicy.SWEEP_MILLIS, TimeUnit.MILLISECONDS);
-        ch.runScheduledPendingTasks();
-        for (ByteBuf out; (out = ch.readOutbound()) != null; ) {
-          released += out.getInt(9);
-          out.release();
-        }
-      }
-      return released;
-    }
-
-    void close() {
-      ch.finishAndReleaseAll();
-      other.releaseAll();
-    }
+    capped.close();
+    assertEquals(0, capped.process.connections());
   }
 
   @Test
