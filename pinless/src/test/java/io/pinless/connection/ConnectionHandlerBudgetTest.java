@@ -200,6 +200,46 @@ class ConnectionHandlerBudgetTest {
     assertEquals(0, capped.process.connections());
   }
 
+  /** A connection whose peer's credit is capped by a pressed process budget. */
+  private static final class Capped {
+    final ProcessBudget process = new ProcessBudget(200_000);
+    /**
+     * Another connection's credit presses the process before this connection starts, which then
+     * may have no more credit than its first window.
+     */
+    final ReadBudget other = new ReadBudget(1 << 30, process);
+    final ReadBudget budget = new ReadBudget(1 << 30, process);
+    final EmbeddedChannel ch = new EmbeddedChannel();
+
+    Capped() {
+      other.credit(110_000);
+      ConnectionHandler connection =
+          new ConnectionHandler(budget, false, ReadPolicy.MAX_READ_BYTES);
+      ch.pipeline().addLast(connection);
+      connection.install(null, new FrameSlicer(false, FrameSlicer.DEFAULT_MAX_FRAME_SIZE,
+          budget, false));
+    }
+
+    /** Moves the channel's clock by {@code millis} in sweep ticks; the credit sent meanwhile. */
+    long advance(long millis) {
+      long released = 0;
+      for (long t = 0; t < millis; t += ReadPolicy.SWEEP_MILLIS) {
+        ch.advanceTimeBy(ReadPolicy.SWEEP_MILLIS, TimeUnit.MILLISECONDS);
+        ch.runScheduledPendingTasks();
+        for (ByteBuf out; (out = ch.readOutbound()) != null; ) {
+          released += out.getInt(9);
+          out.release();
+        }
+      }
+      return released;
+    }
+
+    void close() {
+      ch.finishAndReleaseAll();
+      other.releaseAll();
+    }
+  }
+
   @Test
   void aPeerCappedForTheProcessCountsAsSlowedOnce() {
     Capped capped = new Capped();
