@@ -106,8 +106,10 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
     if (slicer != null) {
       messages = new InboundMessages(reads.budget().limitBytes());
       window = new ConnectionWindow(messages);
-      // Over the process's budget, even the first window update is capped at the fair share.
-      window.maxCredit(reads.budget().maxCreditBytes(() -> 0));
+      // The peer's initial window counts from the start, and even the first window update is
+      // capped: connections that come in a burst each see what the others were granted.
+      reads.budget().credit(window.credit());
+      window.maxCredit(reads.budget().maxCreditBytes(messages));
       reads.valve(new Valve());
     }
     Metric.CONNECTIONS_INSTALLED.add(1);
@@ -221,10 +223,17 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
           writeOn(ctx, update, ctx.newPromise());
         }
         window.lost();
-      } else if (window.write((ByteBuf) msg)) {
-        ((ByteBuf) msg).release();
-        promise.trySuccess();
-        return;
+      } else {
+        long granted = window.granted();
+        if (window.write((ByteBuf) msg)) {
+          ((ByteBuf) msg).release();
+          promise.trySuccess();
+          return;
+        }
+        if (window.granted() != granted) {
+          // Credit granted counts at once, so that other connections' caps see it.
+          reads.budget().credit(window.credit());
+        }
       }
     }
     writeOn(ctx, msg, promise);
@@ -316,7 +325,7 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
     @Override
     public boolean holdPeer(boolean exceeded) {
       if (window.tracking()) {
-        window.maxCredit(reads.budget().maxCreditBytes(messages::remainingBytes));
+        window.maxCredit(reads.budget().maxCreditBytes(messages));
       }
       if (exceeded && !window.holding()) {
         long credit = Math.max(0, window.granted() - messages.dataBytes());
@@ -328,6 +337,7 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
       }
       ByteBuf update = window.release(ctx.alloc());
       if (update != null) {
+        reads.budget().credit(window.credit());
         writeOn(ctx, update, ctx.newPromise());
         flushOn(ctx);
       }

@@ -44,7 +44,9 @@ import io.pinless.read.ReadBudget;
  *
  * <p>A read that filled less than 1/{@link #FILL_RATIO} of its buffer (the rest of a burst, a
  * trickle, the last bytes before a peer stalls) has its DATA copied whatever the frames' sizes.
- * Sliced, it would pin more than twice what it carries for as long as gRPC holds a piece.
+ * Sliced, it would pin more than twice what it carries for as long as gRPC holds a piece. While
+ * the process's budget is pressed, so does a read that filled less than {@link
+ * #PRESSED_FILL_FIFTHS} fifths of it: memory is then dearer than the copy.
  *
  * <p>It reads only frame headers and never allocates from a length. A frame longer than the
  * connection's maximum frame size, and everything after it, goes on as it arrives, so grpc-netty
@@ -63,6 +65,12 @@ public final class FrameSlicer {
   public static final int PIN_RATIO = 4;
   /** A read's DATA is sliced only from a buffer the read filled to at least 1/2. */
   public static final int FILL_RATIO = 2;
+  /**
+   * While the process's budget is pressed, a read's DATA is sliced only from a buffer the read
+   * filled to at least this many fifths: the budget lends for messages as if what they pin were
+   * a quarter more than their bytes ({@link ReadBudget#maxCreditBytes}).
+   */
+  public static final int PRESSED_FILL_FIFTHS = 4;
   /** HTTP/2's default SETTINGS_MAX_FRAME_SIZE, which grpc-netty keeps. */
   public static final int DEFAULT_MAX_FRAME_SIZE = 16384;
   /** 9 bytes, a frame header: the room a cut DATA frame's next piece needs before its payload. */
@@ -108,6 +116,7 @@ public final class FrameSlicer {
   /** Whether read buffers carry {@link #HEADROOM_BYTES} of headroom. */
   private final boolean readHeadroom;
   private final FrameOutput output;
+  private final ReadBudget budget;
   private final DataJoins joins;
   private final DataPieces pieces;
   private final WholeFrame whole;
@@ -130,6 +139,7 @@ public final class FrameSlicer {
     this.maxFrameSize = maxFrameSize;
     this.readHeadroom = readHeadroom;
     this.output = new FrameOutput(budget);
+    this.budget = budget;
     this.joins = new DataJoins(output);
     this.pieces = new DataPieces(output, joins);
     this.whole = new WholeFrame(output);
@@ -218,7 +228,10 @@ public final class FrameSlicer {
     // A read that filled less than 1/FILL_RATIO of its buffer pins no DATA: its bytes are copied.
     // The buffer is what a slice of it keeps alive: all of a transport's buffer it derives from.
     int pinned = ReadBudget.pinnedBytes(in);
-    int pinBase = (long) in.readableBytes() * FILL_RATIO < pinned ? Integer.MAX_VALUE : pinned;
+    long filled = in.readableBytes();
+    boolean sparse = budget.processPressed()
+        ? filled * 5 < (long) pinned * PRESSED_FILL_FIFTHS : filled * FILL_RATIO < pinned;
+    int pinBase = sparse ? Integer.MAX_VALUE : pinned;
     switch (state) {
       case HEADER:
         completeHeader(ctx, in, pinBase);

@@ -2,6 +2,7 @@ package io.pinless.http2;
 
 import io.netty.buffer.ByteBuf;
 import io.netty.util.collection.IntObjectHashMap;
+import io.pinless.read.ReadBudget;
 
 /**
  * Where each stream of a connection is in the gRPC message it is receiving, read off the
@@ -20,13 +21,16 @@ import io.netty.util.collection.IntObjectHashMap;
  * given at construction is outside the limits: its bytes count toward nothing ({@link
  * #pendingFrameBytes}, {@link #remainingBytes}), and gRPC refuses it or the budget holds it back.
  *
+ * <p>A message whose length is known may be marked covered ({@link #coverAll}): a loan from the
+ * process's budget covers it, and a message started after that is not covered until the next.
+ *
  * <p>It reads only headers, pad lengths and gRPC prefixes; it never looks at message bytes and
  * never rejects input (a protocol error is grpc-netty's to find).
  *
  * <p>Memory: idle it holds no table and no header buffer; while messages are incomplete, one small
  * entry per such stream. It holds no {@link ByteBuf}.
  */
-public final class InboundMessages {
+public final class InboundMessages implements ReadBudget.Messages {
   /** A gRPC message's prefix: a compressed flag and a 4-byte length. */
   static final int GRPC_PREFIX_BYTES = 5;
 
@@ -58,6 +62,8 @@ public final class InboundMessages {
     long frameBytes;
     /** False once the prefix gives a length over the limit. */
     boolean withinLimit = true;
+    /** A loan from the process's budget covers the rest of this message. */
+    boolean covered;
 
     long remaining() {
       return left + GRPC_PREFIX_BYTES - prefixBytes;
@@ -121,13 +127,37 @@ public final class InboundMessages {
   }
 
   /** The bytes still to come of the incomplete messages within the limit. */
+  @Override
   public long remainingBytes() {
+    return remainingBytes(false);
+  }
+
+  /** The bytes still to come of the incomplete messages within the limit that are covered. */
+  @Override
+  public long coveredBytes() {
+    return remainingBytes(true);
+  }
+
+  /**
+   * Marks every incomplete message within the limit whose length is known as covered; a prefix
+   * cut short claims nothing yet, so it is not.
+   */
+  @Override
+  public void coverAll() {
+    if (messages != null) {
+      for (Message m : messages.values()) {
+        m.covered = m.prefixBytes == GRPC_PREFIX_BYTES;
+      }
+    }
+  }
+
+  private long remainingBytes(boolean coveredOnly) {
     if (messages == null) {
       return 0;
     }
     long bytes = 0;
     for (Message m : messages.values()) {
-      if (m.withinLimit) {
+      if (m.withinLimit && (m.covered || !coveredOnly)) {
         bytes += m.remaining();
       }
     }

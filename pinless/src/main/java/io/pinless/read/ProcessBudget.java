@@ -2,6 +2,7 @@ package io.pinless.read;
 
 import io.netty.util.internal.PlatformDependent;
 import io.pinless.Settings;
+import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
@@ -30,7 +31,8 @@ import java.util.logging.Logger;
  *       shares divide the limit less an overdraft of {@link #OVERDRAFT} of it, from which a
  *       connection over its share borrows what its messages under way need, so that a message
  *       started completes while others' are released; a loan is repaid as the application
- *       releases. Connections under their share are not slowed. Held memory stays within the
+ *       releases. Connections take turns for loans ({@link #queue}), so that messages complete
+ *       round by round across connections. Connections under their share are not slowed. Held memory stays within the
  *       limit but for what shares that shrink as connections come had already granted. Below
  *       that share of the limit, a connection is granted at most its part of the room left
  *       under it ({@link #roomBytes}), so that grants made at once cannot together pass it.
@@ -75,6 +77,12 @@ public final class ProcessBudget {
   private final long overdraftLimit;
   /** Connections that report here. */
   private final AtomicInteger connections = new AtomicInteger();
+  /** How many connections wait for a loan at each turn ({@link #queue}); its own lock. */
+  private final TreeMap<Long, Integer> waiting = new TreeMap<>();
+  /** The lowest turn in {@link #waiting}; {@link Long#MAX_VALUE} while none waits. */
+  private volatile long firstTurn = Long.MAX_VALUE;
+  /** The highest turn served a loan; guarded by {@link #waiting}. */
+  private long servedTurn;
   private final AtomicInteger level = new AtomicInteger(CLEAR);
   /** When each level may be logged again ({@link System#nanoTime}); 0 at first. */
   private final AtomicLong[] nextLog = {new AtomicLong(), new AtomicLong(), new AtomicLong()};
@@ -132,14 +140,23 @@ public final class ProcessBudget {
     return connections.get();
   }
 
-  /** True while held bytes and credit are over {@link #PRESSED} of the limit: shares apply. */
-  public boolean isPressed() {
-    return heldBytes.get() + creditBytes.get() > limitBytes * PRESSED;
+  /**
+   * What the connections hold and may be sent: held bytes, and credit a quarter larger, since
+   * bytes read pin up to a quarter more than they carry (a pool rounds a buffer up to its size
+   * class, and a read is sliced only from a buffer it filled to four fifths while pressed).
+   */
+  public long committedBytes() {
+    return heldBytes.get() + creditBytes.get() * 5 / 4;
   }
 
-  /** What held bytes and credit may grow by before the budget is pressed; 0 once it is. */
+  /** True while {@link #committedBytes} is over {@link #PRESSED} of the limit: shares apply. */
+  public boolean isPressed() {
+    return committedBytes() > limitBytes * PRESSED;
+  }
+
+  /** What {@link #committedBytes} may grow by before the budget is pressed; 0 once it is. */
   public long roomBytes() {
-    return Math.max(0, (long) (limitBytes * PRESSED) - heldBytes.get() - creditBytes.get());
+    return Math.max(0, (long) (limitBytes * PRESSED) - committedBytes());
   }
 
   /** Credit lent to messages under way past their connections' shares. */
@@ -151,27 +168,83 @@ public final class ProcessBudget {
    * A connection that borrows {@code current} asks for {@code wanted}: gives back what it no
    * longer wants, or borrows all that it lacks or nothing. A loan all or nothing never leaves
    * loans that each cover part of a message and together the whole overdraft, which no message
-   * could complete. A message that needs more than the whole overdraft waits until the budget
-   * is no longer pressed.
+   * could complete. It lacks too much when the overdraft cannot lend it, or when the part for
+   * bytes still to come (past {@code heldPastShare}, what the connection holds past its share)
+   * would take what is committed ({@link #committedBytes}) past the limit while anything is lent:
+   * credit granted before the budget was pressed, or before shares shrank, is lent for by no one,
+   * yet it will be read. With nothing lent the loan goes, so that some message can complete.
+   * A message that needs more than the whole overdraft waits until the budget is no longer
+   * pressed.
    *
    * @return the connection's whole loan now
    */
-  long overdraft(long current, long wanted) {
+  long overdraft(long current, long wanted, long heldPastShare) {
     if (wanted <= current) {
       if (wanted < current) {
         overdraftBytes.addAndGet(wanted - current);
       }
       return wanted;
     }
+    long more = wanted - current;
+    long fresh = wanted - Math.max(current, heldPastShare);
     while (true) {
       long used = overdraftBytes.get();
-      long more = wanted - current;
-      if (used + more > overdraftLimit) {
+      // With nothing lent, one loan always goes: messages can then complete and be released
+      // while credit granted earlier keeps what is committed past the limit.
+      if (used + more > overdraftLimit
+          || used > 0 && fresh > 0 && committedBytes() + fresh > limitBytes) {
         return current;
       }
       if (overdraftBytes.compareAndSet(used, used + more)) {
         return wanted;
       }
+    }
+  }
+
+  /** The most the connections may borrow past their shares in all. */
+  long overdraftLimit() {
+    return overdraftLimit;
+  }
+
+  /**
+   * A connection whose messages need a loan no message of its has yet waits for one in turn:
+   * loans for such messages go to the connections at the lowest turn waiting first, and a
+   * connection served moves to the next turn. Among connections at one turn, first come, first
+   * served. A connection that has not waited for a while joins at the turn now served, so it
+   * neither jumps ahead of those waiting nor falls behind for turns it did not need.
+   *
+   * @param turn the connection's turn so far
+   * @return the turn it waits at
+   */
+  long queue(long turn) {
+    synchronized (waiting) {
+      long at = Math.max(turn, waiting.isEmpty() ? servedTurn : waiting.firstKey());
+      waiting.merge(at, 1, Integer::sum);
+      firstTurn = waiting.firstKey();
+      return at;
+    }
+  }
+
+  /** A connection waiting at {@code turn} stops waiting; {@code served} if it got its loan. */
+  void dequeue(long turn, boolean served) {
+    synchronized (waiting) {
+      waiting.computeIfPresent(turn, (t, n) -> n == 1 ? null : n - 1);
+      if (served) {
+        servedTurn = Math.max(servedTurn, turn);
+      }
+      firstTurn = waiting.isEmpty() ? Long.MAX_VALUE : waiting.firstKey();
+    }
+  }
+
+  /** True when no connection waits at a turn lower than {@code turn}. */
+  boolean isTurn(long turn) {
+    return turn <= firstTurn;
+  }
+
+  /** How many connections wait for a loan in turn. */
+  int waitingConnections() {
+    synchronized (waiting) {
+      return waiting.values().stream().mapToInt(Integer::intValue).sum();
     }
   }
 

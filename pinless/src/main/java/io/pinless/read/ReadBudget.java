@@ -3,7 +3,6 @@ package io.pinless.read;
 import io.netty.buffer.ByteBuf;
 import io.pinless.PinlessMetrics.Metric;
 import java.util.Arrays;
-import java.util.function.LongSupplier;
 
 /**
  * The inbound memory a connection has handed on and that is still held downstream, against a
@@ -48,6 +47,34 @@ public final class ReadBudget {
   /** The table's first size. */
   private static final int INITIAL_SLOTS = 4;
 
+  /** A connection's messages under way, as loans from the process's budget see them. */
+  public interface Messages {
+    /** No message under way. */
+    Messages NONE = new Messages() {
+      @Override
+      public long remainingBytes() {
+        return 0;
+      }
+
+      @Override
+      public long coveredBytes() {
+        return 0;
+      }
+
+      @Override
+      public void coverAll() {}
+    };
+
+    /** The bytes still to come of the messages under way. */
+    long remainingBytes();
+
+    /** The bytes still to come of the messages under way that a loan covers. */
+    long coveredBytes();
+
+    /** A loan now covers every message under way; one started later is not covered. */
+    void coverAll();
+  }
+
   private final long limitBytes;
   /** Where the tracked bytes are summed with every other connection's; null for nowhere. */
   private final ProcessBudget process;
@@ -55,6 +82,10 @@ public final class ReadBudget {
   private long credit;
   /** What {@link #process} lends this connection past its fair share. */
   private long overdraft;
+  /** This connection's turn for a loan ({@link ProcessBudget#queue}). */
+  private long turn;
+  /** This connection waits in {@link #process}'s queue at {@link #turn}. */
+  private boolean queued;
   /** This budget is one of {@link #process}'s connections: it reported there. */
   private boolean joined;
   /** The connection left {@link #process}'s connections: it ended. */
@@ -107,6 +138,11 @@ public final class ReadBudget {
     return limitBytes;
   }
 
+  /** True while this budget reports to a process's budget that is pressed. */
+  public boolean processPressed() {
+    return process != null && !left && process.isPressed();
+  }
+
   /**
    * Counts {@code buf} until everyone else has released it.
    *
@@ -135,9 +171,10 @@ public final class ReadBudget {
   }
 
   /**
-   * The bytes holding {@code buf} keeps alive: the capacity of the buffer it derives from. A
-   * transport may hand a read on as a slice of a larger buffer (io_uring's provided-buffer ring
-   * does), and a retained slice keeps all of that buffer.
+   * The bytes holding {@code buf} keeps alive: the capacity of the buffer it derives from, to the
+   * end of the memory it may grow into without moving (a pooled buffer's size class). A transport
+   * may hand a read on as a slice of a larger buffer (io_uring's provided-buffer ring does), and
+   * a retained slice keeps all of that buffer.
    *
    * @param buf borrowed
    */
@@ -146,7 +183,9 @@ public final class ReadBudget {
     for (ByteBuf under = root.unwrap(); under != null; under = root.unwrap()) {
       root = under;
     }
-    return Math.max(buf.capacity(), root.capacity());
+    long inPlace = (long) root.writerIndex() + root.maxFastWritableBytes();
+    return (int) Math.max(Math.max(buf.capacity(), root.capacity()),
+        Math.min(inPlace, Integer.MAX_VALUE));
   }
 
   /** The capacity of the tracked buffers still held downstream, after a sweep. */
@@ -183,33 +222,100 @@ public final class ReadBudget {
   /**
    * The most credit the peer may hold now. While the process's budget is pressed ({@link
    * ProcessBudget#isPressed}), what the fair share, and a loan from the process's overdraft, leave
-   * beyond what is held; the loan is asked for what the connection holds past its share and
-   * what its messages under way still need ({@code needed}, asked only then), and repaid as that
-   * falls. Not pressed, no loan, and this connection's part of the room below the pressed
-   * threshold ({@link ProcessBudget#roomBytes}), at least {@link #MIN_ROOM_BYTES}, so that
-   * connections granting at once pass it by little (a share, larger while few connections
-   * report, could together pass it by far).
+   * beyond what is held. The loan covers what the connection holds past its share and what its
+   * covered messages still need, and is repaid as that falls. Messages no loan covers yet take
+   * turns for one ({@link ProcessBudget#queue}): a connection whose loan covered a message waits
+   * behind those that have had fewer turns before its next message is covered, so messages
+   * complete round by round across connections and not connection by connection. A connection
+   * with no message under way gets no credit past what it has, or a frame's ({@link
+   * #MIN_ROOM_BYTES}): shares shrink as connections come, and credit an idle peer was granted
+   * under a larger one cannot be taken back. Not pressed,
+   * no loan, and this connection's part of the room below the pressed threshold ({@link
+   * ProcessBudget#roomBytes}), at least {@link #MIN_ROOM_BYTES}, so that connections granting at
+   * once pass it by little (a share, larger while few connections report, could together pass it
+   * by far).
    */
-  public long maxCreditBytes(LongSupplier needed) {
+  public long maxCreditBytes(Messages messages) {
     if (!reports()) {
       return Long.MAX_VALUE;
     }
     if (!process.isPressed()) {
-      overdraft = process.overdraft(overdraft, 0);
-      long room = process.roomBytes() / Math.max(1, process.connections());
+      overdraft = process.overdraft(overdraft, 0, 0);
+      dequeue(false);
+      // Credit granted pins up to a quarter more than it carries.
+      long room = process.roomBytes() * 4 / 5 / Math.max(1, process.connections());
       return credit + Math.max(room, MIN_ROOM_BYTES);
     }
     long share = process.fairShareBytes();
-    // Bytes read pin up to a quarter more: a pool rounds a read's buffer up to its size class.
-    // Credit the peer holds and does not use is not lent for: loans kept for idle peers would
-    // leave none for the messages under way, which then never complete.
-    long need = needed.getAsLong();
-    long wanted = Math.max(0, trackedBytes + need * 5 / 4 - share);
-    overdraft = process.overdraft(overdraft, wanted);
+    long all = messages.remainingBytes();
+    if (all == 0) {
+      overdraft = borrow(wanted(0, share), share);
+      dequeue(false);
+      return Math.min(Math.max(0, share + overdraft - trackedBytes) * 4 / 5,
+          Math.max(credit, MIN_ROOM_BYTES));
+    }
+    long covered = messages.coveredBytes();
+    long wanted = wanted(covered, share);
+    long wantedAll = wanted(all, share);
+    if (wantedAll > wanted && wantedAll <= process.overdraftLimit()) {
+      if (!queued) {
+        turn = process.queue(turn);
+        queued = true;
+      }
+      if (process.isTurn(turn) && borrow(wantedAll, share) >= wantedAll) {
+        overdraft = wantedAll;
+        messages.coverAll();
+        dequeue(true);
+        turn++;
+        covered = messages.coveredBytes();
+        wanted = wanted(covered, share);
+      }
+    } else {
+      dequeue(false);
+    }
+    overdraft = borrow(wanted, share);
     long cap = Math.max(0, share + overdraft - trackedBytes) * 4 / 5;
     // Covered, the messages under way get all they need: the fifth taken off for what reads pin
     // rounds down, and a message short of its last bytes would wait for good.
-    return overdraft >= wanted ? Math.max(cap, need) : cap;
+    return overdraft >= wanted ? Math.max(cap, covered) : cap;
+  }
+
+  /**
+   * The loan wanted for what is held past {@code share} and {@code need} bytes to come. Bytes
+   * read pin up to a quarter more: a pool rounds a read's buffer up to its size class. Credit the
+   * peer holds and does not use is not lent for: loans kept for idle peers would leave none for
+   * the messages under way, which then never complete.
+   */
+  private long wanted(long need, long share) {
+    return Math.max(0, trackedBytes + need * 5 / 4 - share);
+  }
+
+  /**
+   * Asks the process's overdraft for a loan of {@code wanted} in all; what covers bytes held past
+   * {@code share} commits nothing new.
+   *
+   * @return the loan now (this budget's field is the caller's to set)
+   */
+  private long borrow(long wanted, long share) {
+    return process.overdraft(overdraft, wanted, Math.max(0, trackedBytes - share));
+  }
+
+  /** Leaves the process's queue, if in it; {@code served} when a loan was just taken. */
+  private void dequeue(boolean served) {
+    if (queued) {
+      queued = false;
+      process.dequeue(turn, served);
+    }
+  }
+
+  /** This connection's turn for a loan. */
+  long turn() {
+    return turn;
+  }
+
+  /** True while this connection waits for a loan in turn. */
+  boolean queued() {
+    return queued;
   }
 
   /** What the process's budget lends this connection now. */
@@ -299,7 +405,8 @@ public final class ReadBudget {
       left = true;
       if (joined) {
         process.addCredit(-credit);
-        process.overdraft(overdraft, 0);
+        process.overdraft(overdraft, 0, 0);
+        dequeue(false);
         process.leave();
       }
       credit = 0;

@@ -11,6 +11,7 @@ import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.embedded.EmbeddedChannel;
 import io.pinless.PinlessMetrics.Metric;
+import io.pinless.http2.ConnectionWindow;
 import io.pinless.http2.FrameSlicer;
 import io.pinless.read.ProcessBudget;
 import io.pinless.read.ReadBudget;
@@ -238,6 +239,26 @@ class ConnectionHandlerBudgetTest {
       ch.finishAndReleaseAll();
       other.releaseAll();
     }
+  }
+
+  @Test
+  void theCreditAPeerIsGrantedCountsInTheProcessFromInstallAndAtEachUpdate() {
+    ProcessBudget process = new ProcessBudget(1 << 30);
+    ReadBudget budget = new ReadBudget(1 << 30, process);
+    EmbeddedChannel ch = new EmbeddedChannel();
+    ConnectionHandler connection = new ConnectionHandler(budget, false, ReadPolicy.MAX_READ_BYTES);
+    ch.pipeline().addLast(connection);
+    connection.install(null,
+        new FrameSlicer(false, FrameSlicer.DEFAULT_MAX_FRAME_SIZE, budget, false));
+    assertEquals(ConnectionWindow.INITIAL_WINDOW_BYTES, process.creditBytes(),
+        "HTTP/2's initial window counts before the peer sends a byte");
+    ch.writeAndFlush(windowUpdate(0, 100_000));
+    assertEquals(ConnectionWindow.INITIAL_WINDOW_BYTES + 100_000, process.creditBytes(),
+        "an update that goes out counts at once, before the next read");
+    for (ByteBuf out; (out = ch.readOutbound()) != null; ) {
+      out.release();
+    }
+    ch.finishAndReleaseAll();
   }
 
   @Test

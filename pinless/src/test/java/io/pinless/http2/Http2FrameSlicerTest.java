@@ -16,6 +16,7 @@ import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.embedded.EmbeddedChannel;
 import io.pinless.PinlessMetrics.Metric;
+import io.pinless.read.ProcessBudget;
 import io.pinless.read.ReadBudget;
 import java.io.ByteArrayOutputStream;
 import java.util.ArrayList;
@@ -286,6 +287,33 @@ class Http2FrameSlicerTest {
     r.assertWholeUnits(false);
     assertEquals(meaning(stream, 0), meaning(r.keep.concatenated(), 0));
     r.finish();
+  }
+
+  @Test
+  void whileTheProcessBudgetIsPressedAReadUnderFourFifthsFullHasItsDataCopied() {
+    byte[] stream = Arrays.copyOfRange(clientStream(16384), 24, clientStream(16384).length);
+    int cut = stream.length - 6000;
+    ProcessBudget process = new ProcessBudget(100_000);
+    ReadBudget other = new ReadBudget(Long.MAX_VALUE, process);
+    ReadBudget budget = new ReadBudget(Long.MAX_VALUE, process);
+    other.credit(60_000);
+    assertTrue(process.isPressed());
+    Keep keep = new Keep();
+    EmbeddedChannel ch = new EmbeddedChannel(
+        new Http2FrameSlicer(false, FrameSlicer.DEFAULT_MAX_FRAME_SIZE, budget, true), keep);
+    long sliced = Metric.DATA_BYTES_SLICED.value();
+    long copied = Metric.DATA_BYTES_COPIED.value();
+    ByteBuf read = PooledByteBufAllocator.DEFAULT.directBuffer(16384);
+    read.writerIndex(FrameSlicer.HEADROOM_BYTES).readerIndex(FrameSlicer.HEADROOM_BYTES);
+    read.writeBytes(stream, 0, cut);
+    ch.writeInbound(read);
+    assertEquals(0, Metric.DATA_BYTES_SLICED.value() - sliced,
+        "two thirds of its buffer, sliced unpressed (above), would pin half as much again");
+    assertTrue(Metric.DATA_BYTES_COPIED.value() - copied > 10_000, "its DATA is copied");
+    keep.releaseAll();
+    ch.finishAndReleaseAll();
+    budget.releaseAll();
+    other.releaseAll();
   }
 
   /**

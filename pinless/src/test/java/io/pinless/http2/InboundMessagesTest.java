@@ -64,6 +64,28 @@ class InboundMessagesTest {
   }
 
   @Test
+  void coverAllCoversTheMessagesWhoseLengthIsKnownAndNoneStartedAfter() {
+    ByteBuf in = Unpooled.buffer();
+    frame(in, DATA, 0, 1, grpcPrefix(100).writeZero(10));
+    frame(in, DATA, 0, 3, Unpooled.wrappedBuffer(new byte[] {0, 0}));
+    InboundMessages m = new InboundMessages(1000);
+    m.read(in);
+    assertEquals(90 + 3, m.remainingBytes());
+    assertEquals(0, m.coveredBytes(), "nothing covered yet");
+    m.coverAll();
+    assertEquals(90, m.coveredBytes(), "stream 3's prefix is cut: it claims nothing yet");
+
+    frame(in.clear(), DATA, 0, 1, Unpooled.buffer().writeZero(90).writeBytes(grpcPrefix(50)));
+    frame(in, DATA, 0, 3, Unpooled.buffer().writeZero(2).writeByte(40).writeZero(20));
+    m.read(in);
+    assertEquals(50 + 20, m.remainingBytes());
+    assertEquals(0, m.coveredBytes(), "stream 1's next message started after the cover");
+    m.coverAll();
+    assertEquals(70, m.coveredBytes());
+    in.release();
+  }
+
+  @Test
   void paddingCountsForFlowControlAndPinsButIsNoMessageByte() {
     ByteBuf in = Unpooled.buffer();
     ByteBuf payload = Unpooled.buffer().writeByte(200).writeBytes(grpcPrefix(50)).writeZero(10)

@@ -4,7 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.netty.buffer.ByteBuf;
-import io.netty.buffer.PooledByteBufAllocator;
+import io.netty.buffer.UnpooledByteBufAllocator;
 import io.netty.channel.DefaultEventLoop;
 import io.netty.channel.embedded.EmbeddedChannel;
 import io.netty.util.Timeout;
@@ -51,7 +51,7 @@ class EndedSweepTest {
 
   /** A buffer of {@code bytes} the budget tracks and the application still holds. */
   private ByteBuf kept(int bytes) {
-    ByteBuf buf = PooledByteBufAllocator.DEFAULT.directBuffer(bytes);
+    ByteBuf buf = UnpooledByteBufAllocator.DEFAULT.directBuffer(bytes);
     budget.track(buf);
     return buf;
   }

@@ -12,10 +12,12 @@ import java.util.List;
 
 /**
  * Property: for any sequence of connections tracking and releasing buffers, reporting credit,
- * asking for their credit cap with any need, sweeping and ending, the process's sums equal what
- * the connections report; loans are all or nothing and within the overdraft; a pressed cap
- * leaves a connection within its fair share and its loan; a connection under its share is not
- * slowed; and once everything is released and every connection ended, nothing is counted.
+ * asking for their credit cap with any messages under way (continuing or new), sweeping and
+ * ending, the process's sums equal what the connections report; loans are all or nothing and
+ * within the overdraft and, while anything is lent, within what may still be committed; a
+ * message is covered only in its connection's turn; a pressed cap leaves a connection within
+ * its fair share and its loan; a covered connection gets what its messages need; and once
+ * everything is released and every connection ended, nothing is counted and nobody waits.
  */
 class ProcessBudgetFuzzTest {
   private static final int MAX_OPS = 96;
@@ -26,6 +28,7 @@ class ProcessBudgetFuzzTest {
     final List<ByteBuf> held = new ArrayList<>();
     long credit;
     boolean ended;
+    ProcessBudgetTest.Need messages = new ProcessBudgetTest.Need(0);
 
     Connection(ProcessBudget process) {
       budget = new ReadBudget(Long.MAX_VALUE, process);
@@ -44,7 +47,7 @@ class ProcessBudgetFuzzTest {
     try {
       for (int op = 0; op < MAX_OPS && data.remainingBytes() > 0; op++) {
         Connection c = connections.get(data.consumeInt(0, count - 1));
-        step(data, process, c, limit);
+        step(data, process, c, limit, connections);
         check(process, connections, limit);
       }
     } finally {
@@ -59,10 +62,11 @@ class ProcessBudgetFuzzTest {
     assertEquals(0, process.creditBytes(), "nor owed");
     assertEquals(0, process.overdraftBytes(), "nor lent");
     assertEquals(0, process.connections());
+    assertEquals(0, process.waitingConnections(), "nor waits");
   }
 
   private static void step(FuzzedDataProvider data, ProcessBudget process, Connection c,
-      long limit) {
+      long limit, List<Connection> connections) {
     switch (data.consumeInt(0, 6)) {
       case 0:
         if (!c.ended) {
@@ -87,7 +91,13 @@ class ProcessBudgetFuzzTest {
         break;
       case 4:
         if (!c.ended) {
-          askForCredit(process, c, data.consumeLong(0, 2 * limit));
+          long need = data.consumeLong(0, 2 * limit);
+          if (data.consumeBoolean()) {
+            c.messages = new ProcessBudgetTest.Need(need);
+          } else {
+            c.messages.remaining = need;
+          }
+          askForCredit(process, c, connections);
         }
         break;
       case 5:
@@ -105,16 +115,20 @@ class ProcessBudgetFuzzTest {
   }
 
   /**
-   * A connection asks for its cap: pressed, the loan is all or nothing and the cap within share
-   * and loan; not pressed, no loan and the cap within this connection's part of the room below
-   * the threshold.
+   * A connection asks for its cap: pressed, the loan is all or nothing, its messages are covered
+   * only in its turn, and the cap is within share and loan; not pressed, no loan and the cap
+   * within this connection's part of the room below the threshold.
    */
-  private static void askForCredit(ProcessBudget process, Connection c, long need) {
+  private static void askForCredit(ProcessBudget process, Connection c,
+      List<Connection> connections) {
     long loanBefore = c.budget.loanBytes();
+    long lentBefore = process.overdraftBytes();
+    long committedBefore = process.committedBytes();
+    boolean coveredBefore = c.messages.covered;
     long share = process.fairShareBytes();
-    long cap = c.budget.maxCreditBytes(() -> need);
+    long cap = c.budget.maxCreditBytes(c.messages);
     boolean pressed = process.isPressed();
-    long room = process.roomBytes() / process.connections();
+    long room = process.roomBytes() * 4 / 5 / process.connections();
     long loan = c.budget.loanBytes();
     long tracked = c.budget.trackedBytes();
     // The join on a first report may have shrunk the share.
@@ -127,15 +141,27 @@ class ProcessBudgetFuzzTest {
           "not pressed, its credit and at most its part of the room " + room + ": " + cap);
       return;
     }
-    long wanted = Math.max(0, tracked + need * 5 / 4 - share);
+    long covered = c.messages.coveredBytes();
+    long wanted = Math.max(0, tracked + covered * 5 / 4 - share);
     assertTrue(loan == wanted || loan == loanBefore && wanted > loanBefore,
         "a loan is all that is wanted or unchanged: " + loanBefore + " -> " + loan + ", wanted "
             + wanted);
+    long fresh = loan - Math.max(loanBefore, Math.max(0, tracked - share));
+    assertTrue(lentBefore == 0 || fresh <= 0 || committedBefore + fresh <= process.limitBytes(),
+        "with something lent, a loan for bytes to come keeps what is committed within the limit: "
+            + committedBefore + " + " + fresh);
+    if (!coveredBefore && c.messages.covered) {
+      for (Connection o : connections) {
+        assertTrue(o == c || !o.budget.queued() || o.budget.turn() >= c.budget.turn() - 1,
+            "covered in its turn: another waits at " + o.budget.turn() + ", this one's was "
+                + (c.budget.turn() - 1));
+      }
+    }
     assertTrue(cap <= withinShare, "cap " + cap + " past share " + process.fairShareBytes()
         + " and loan " + loan + " less held " + tracked);
     if (loan == wanted) {
-      assertTrue(cap >= need, "under its share and loan, a connection gets all its messages "
-          + "under way need: cap " + cap + ", need " + need);
+      assertTrue(cap >= covered, "under its share and loan, a connection gets all its covered "
+          + "messages need: cap " + cap + ", covered " + covered);
     }
   }
 
@@ -155,5 +181,7 @@ class ProcessBudgetFuzzTest {
     assertEquals(credit, process.creditBytes(), "credit is the live connections' sum");
     assertEquals(loans, process.overdraftBytes(), "the overdraft is the loans' sum");
     assertTrue(loans <= (long) (limit * ProcessBudget.OVERDRAFT), "loans within the overdraft");
+    assertEquals(connections.stream().filter(c -> c.budget.queued()).count(),
+        process.waitingConnections(), "the queue holds the connections waiting");
   }
 }

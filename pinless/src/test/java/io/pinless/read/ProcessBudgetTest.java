@@ -6,7 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.netty.buffer.ByteBuf;
-import io.netty.buffer.PooledByteBufAllocator;
+import io.netty.buffer.UnpooledByteBufAllocator;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.logging.Handler;
@@ -29,6 +29,31 @@ class ProcessBudgetTest {
     budgets.forEach(ReadBudget::releaseAll);
   }
 
+  /** Messages under way that still need {@link #remaining} bytes, covered once a loan is. */
+  static final class Need implements ReadBudget.Messages {
+    long remaining;
+    boolean covered;
+
+    Need(long remaining) {
+      this.remaining = remaining;
+    }
+
+    @Override
+    public long remainingBytes() {
+      return remaining;
+    }
+
+    @Override
+    public long coveredBytes() {
+      return covered ? remaining : 0;
+    }
+
+    @Override
+    public void coverAll() {
+      covered = true;
+    }
+  }
+
   /** A connection's budget reporting to {@code process}, given back after the test. */
   private ReadBudget budget(ProcessBudget process) {
     ReadBudget budget = new ReadBudget(1 << 30, process);
@@ -36,9 +61,9 @@ class ProcessBudgetTest {
     return budget;
   }
 
-  /** A read buffer of {@code bytes} tracked by {@code budget} and held downstream. */
+  /** A read buffer of exactly {@code bytes} tracked by {@code budget} and held downstream. */
   private ByteBuf hold(ReadBudget budget, int bytes) {
-    ByteBuf read = PooledByteBufAllocator.DEFAULT.directBuffer(bytes);
+    ByteBuf read = UnpooledByteBufAllocator.DEFAULT.directBuffer(bytes);
     budget.track(read);
     ByteBuf downstream = read.retainedSlice(0, 1);
     read.release();
@@ -129,14 +154,14 @@ class ProcessBudgetTest {
     hold(big, 30_000);
     hold(small, 10_000);
     assertFalse(process.isPressed(), "40,000 is not over half the limit");
-    assertEquals(ReadBudget.MIN_ROOM_BYTES, big.maxCreditBytes(() -> 0),
+    assertEquals(ReadBudget.MIN_ROOM_BYTES, big.maxCreditBytes(ReadBudget.Messages.NONE),
         "not pressed: its part of the 10,000 left below half the limit, at least a frame");
 
     hold(big, 50_000);
     assertTrue(process.isPressed());
     assertEquals(25_000, process.fairShareBytes(), "50,000 (the limit less half) over two");
-    assertEquals(0, big.maxCreditBytes(() -> 0), "80,000 held: nothing more for its peer");
-    assertEquals(12_000, small.maxCreditBytes(() -> 0),
+    assertEquals(0, big.maxCreditBytes(ReadBudget.Messages.NONE), "80,000 held: nothing more for its peer");
+    assertEquals(12_000, small.maxCreditBytes(ReadBudget.Messages.NONE),
         "10,000 held: under its share, it may be owed the rest, less a fifth for what reads pin");
     assertFalse(small.isExceeded(), "the process's budget holds no reads back");
   }
@@ -146,37 +171,93 @@ class ProcessBudgetTest {
     ProcessBudget process = new ProcessBudget(100_000);
     ReadBudget a = budget(process);
     ReadBudget b = budget(process);
-    b.credit(60_000);
-    assertTrue(process.isPressed(), "credit counts toward the limit");
+    b.credit(48_000);
+    assertTrue(process.isPressed(), "credit counts toward the limit, a quarter more");
     assertFalse(process.shedsStreams(), "shedding follows what is held, not credit");
     ByteBuf first = hold(a, 20_000);
     ByteBuf second = hold(a, 10_000);
-    assertEquals(20_000, b.maxCreditBytes(() -> 0),
+    assertEquals(20_000, b.maxCreditBytes(ReadBudget.Messages.NONE),
         "credit b's peer does not use borrows nothing: b gets what its share leaves, less a fifth");
     assertEquals(0, process.overdraftBytes());
-    assertEquals(8_000, a.maxCreditBytes(() -> 8_000), "a message under way gets what it needs");
+    Need message = new Need(8_000);
+    assertEquals(8_000, a.maxCreditBytes(message), "a message under way gets what it needs");
+    assertTrue(message.covered, "and the loan covers it");
     assertEquals(15_000, process.overdraftBytes(),
         "borrowing what the share of 25,000 lacks, a quarter more for what reads pin");
     hold(b, 45_000);
-    assertEquals(0, b.maxCreditBytes(() -> 20_000), "b lacks 45,000 (20,000 held past its "
-        + "share, 25,000 for its message), 35,000 are left: all or nothing, b borrows nothing");
-    assertEquals(8_000, a.maxCreditBytes(() -> 40_000),
-        "nor does a get more for a message larger than what is left");
-    assertEquals(15_000, process.overdraftBytes());
+    b.credit(0);
+    Need large = new Need(20_000);
+    assertEquals(0, b.maxCreditBytes(large), "b lacks 45,000 (20,000 held past its share, "
+        + "25,000 for its message), 35,000 are left: all or nothing, its message gets nothing");
+    assertFalse(large.covered);
+    assertEquals(35_000, process.overdraftBytes(), "what b holds past its share is lent");
+    message.remaining = 40_000;
+    assertEquals(8_000, a.maxCreditBytes(message),
+        "a covered message that grows past what is left gets no more");
+    assertEquals(35_000, process.overdraftBytes());
 
+    message.remaining = 0;
     release(a, second);
-    assertEquals(4_000, a.maxCreditBytes(() -> 0), "20,000 held: no loan needed");
-    assertEquals(0, process.overdraftBytes(), "the loan is repaid as the application releases");
-    assertEquals(4_000, a.maxCreditBytes(() -> 100_000),
+    assertEquals(4_000, a.maxCreditBytes(ReadBudget.Messages.NONE), "20,000 held: no loan");
+    assertEquals(20_000, process.overdraftBytes(), "a's loan is repaid as the application releases");
+    assertEquals(4_000, a.maxCreditBytes(new Need(100_000)),
         "a message that needs more than the whole overdraft waits");
-    assertEquals(0, process.overdraftBytes());
-    a.maxCreditBytes(() -> 30_000);
-    assertEquals(32_500, process.overdraftBytes());
+    assertEquals(20_000, process.overdraftBytes());
+    large.remaining = 0;
+    b.maxCreditBytes(large);
+    assertEquals(0, process.waitingConnections(), "b's message no longer waits for a loan");
+    a.maxCreditBytes(new Need(20_000));
+    assertEquals(40_000, process.overdraftBytes());
     a.releaseAll();
-    assertEquals(0, process.overdraftBytes(), "an ended connection repays its loan");
-    assertEquals(Long.MAX_VALUE, a.maxCreditBytes(() -> 30_000), "and asks nothing after");
+    assertEquals(20_000, process.overdraftBytes(), "an ended connection repays its loan");
+    assertEquals(Long.MAX_VALUE, a.maxCreditBytes(new Need(30_000)), "and asks nothing after");
     held.removeIf(x -> x == first);
     first.release();
+  }
+
+  @Test
+  void aConnectionWhoseMessageALoanCoveredWaitsBehindThoseThatHadNoTurn() {
+    ProcessBudget process = new ProcessBudget(120_000);
+    ReadBudget a = budget(process);
+    ReadBudget b = budget(process);
+    ReadBudget c = budget(process);
+    a.credit(0);
+    b.credit(0);
+    c.credit(50_000);
+    assertTrue(process.isPressed());
+    assertEquals(20_000, process.fairShareBytes(), "60,000 over three; 60,000 to lend");
+    Need a1 = new Need(40_000);
+    assertEquals(40_000, a.maxCreditBytes(a1), "a's first message: a loan of 30,000 covers it");
+    assertEquals(30_000, process.overdraftBytes());
+    Need b1 = new Need(48_000);
+    assertEquals(16_000, b.maxCreditBytes(b1),
+        "b's message needs 40,000, 30,000 are left: it waits, b gets its share less a fifth");
+    assertFalse(b1.covered);
+    assertEquals(1, process.waitingConnections());
+
+    a1.remaining = 0;
+    Need a2 = new Need(40_000);
+    assertEquals(16_000, a.maxCreditBytes(a2),
+        "a's next message waits behind b, which has had no turn; a gets its share");
+    assertFalse(a2.covered, "though 30,000, all it needs, are left once a's loan is repaid");
+    assertEquals(0, process.overdraftBytes(), "a holds nothing past its share: no loan");
+    assertEquals(2, process.waitingConnections());
+
+    assertEquals(48_000, b.maxCreditBytes(b1), "b's turn, and 60,000 are left");
+    assertTrue(b1.covered);
+    assertEquals(16_000, a.maxCreditBytes(a2), "a's turn, but 20,000 are left");
+    Need c1 = new Need(60_000);
+    assertEquals(16_000, c.maxCreditBytes(c1), "c needs 55,000: it waits");
+    b1.remaining = 0;
+    b.maxCreditBytes(b1);
+    assertEquals(0, process.overdraftBytes(), "b's message is done and its loan repaid");
+    assertEquals(40_000, a.maxCreditBytes(a2), "c joined at the turn a waits at, not before it: "
+        + "a's message is covered");
+    assertTrue(a2.covered);
+    assertEquals(16_000, c.maxCreditBytes(c1), "30,000 left: c waits on");
+    assertEquals(1, process.waitingConnections());
+    c.releaseAll();
+    assertEquals(0, process.waitingConnections(), "an ended connection waits no more");
   }
 
   @Test
@@ -185,11 +266,52 @@ class ProcessBudgetTest {
     ReadBudget a = budget(process);
     ReadBudget b = budget(process);
     hold(a, 30_000);
-    b.credit(60_000);
+    b.credit(20_000);
     assertTrue(process.isPressed());
-    assertEquals(1, a.maxCreditBytes(() -> 1),
+    assertEquals(1, a.maxCreditBytes(new Need(1)),
         "a loan of 5,001 covers it: a fifth of 1 off for what reads pin must not leave it 0");
     assertEquals(5_001, process.overdraftBytes());
+  }
+
+  @Test
+  void creditGrantedEarlierLeavesNoRoomForLoansPastTheLimitButOneAlwaysGoes() {
+    ProcessBudget process = new ProcessBudget(120_000);
+    ReadBudget a = budget(process);
+    ReadBudget b = budget(process);
+    ReadBudget idle = budget(process);
+    a.credit(0);
+    b.credit(0);
+    idle.credit(80_000);
+    assertEquals(100_000, process.committedBytes(), "80,000 of credit and a quarter more");
+    Need first = new Need(40_000);
+    assertEquals(40_000, a.maxCreditBytes(first), "nothing is lent: a's loan of 30,000 goes, "
+        + "so that a message completes while the idle peer's credit stays committed");
+    assertTrue(first.covered);
+    Need second = new Need(40_000);
+    assertEquals(16_000, b.maxCreditBytes(second),
+        "with a loan out, b's would commit past the limit: b's message waits, with its share");
+    assertFalse(second.covered);
+    assertEquals(30_000, process.overdraftBytes());
+    idle.credit(56_000);
+    assertEquals(40_000, b.maxCreditBytes(second), "the idle peer used 24,000 of its credit, "
+        + "which the application released: now b's loan fits");
+    assertTrue(second.covered);
+  }
+
+  @Test
+  void anIdleConnectionOfAPressedProcessGetsNoCreditPastAFrame() {
+    ProcessBudget process = new ProcessBudget(1 << 20);
+    ReadBudget idle = budget(process);
+    ReadBudget busy = budget(process);
+    idle.credit(1000);
+    busy.credit(500_000);
+    assertTrue(process.isPressed());
+    assertTrue(process.fairShareBytes() > ReadBudget.MIN_ROOM_BYTES);
+    assertEquals(ReadBudget.MIN_ROOM_BYTES, idle.maxCreditBytes(ReadBudget.Messages.NONE),
+        "shares shrink as connections come: an idle peer gets a frame's credit, not its share");
+    idle.credit(100_000);
+    assertEquals(100_000, idle.maxCreditBytes(ReadBudget.Messages.NONE),
+        "and keeps what it holds, within its share");
   }
 
   @Test

@@ -37,10 +37,30 @@ class ReadBudgetTest {
   }
 
   @Test
+  void aBufferCountsWhatItPinsInItsPoolToTheEndOfItsSizeClass() {
+    ByteBuf read = PooledByteBufAllocator.DEFAULT.directBuffer(9000);
+    ByteBuf slice = read.retainedSlice(0, 100);
+    try {
+      int sizeClass = read.writerIndex() + read.maxFastWritableBytes();
+      assertTrue(sizeClass > 9000, "the pool rounds 9,000 up to a size class: " + sizeClass);
+      assertEquals(sizeClass, ReadBudget.pinnedBytes(read));
+      assertEquals(sizeClass, ReadBudget.pinnedBytes(slice), "a slice pins all of it");
+      ByteBuf heap = io.netty.buffer.Unpooled.buffer(9000);
+      assertEquals(9000, ReadBudget.pinnedBytes(heap), "an unpooled buffer pins its capacity");
+      heap.release();
+    } finally {
+      slice.release();
+      read.release();
+    }
+  }
+
+  @Test
   void theProcessWideTotalFollowsTrackSweepAndReleaseAll() {
     ReadBudget budget = new ReadBudget(1_000_000);
     ByteBuf a = PooledByteBufAllocator.DEFAULT.directBuffer(12_345);
     ByteBuf b = PooledByteBufAllocator.DEFAULT.directBuffer(54_321);
+    int pinsA = ReadBudget.pinnedBytes(a);
+    int pinsB = ReadBudget.pinnedBytes(b);
     long before = io.pinless.PinlessMetrics.Metric.TRACKED_BYTES.value();
     budget.track(a);
     budget.track(b);
@@ -53,8 +73,8 @@ class ReadBudgetTest {
     budget.releaseAll();
     long afterReleaseAll = io.pinless.PinlessMetrics.Metric.TRACKED_BYTES.value();
     sliceOfB.release();
-    assertEquals(12_345 + 54_321, tracking - before);
-    assertEquals(54_321, afterSweep - before, "the sweep took a's capacity off");
+    assertEquals(pinsA + pinsB, tracking - before);
+    assertEquals(pinsB, afterSweep - before, "the sweep took what a pins off");
     assertEquals(0, afterReleaseAll - before, "releaseAll took the rest off");
   }
 

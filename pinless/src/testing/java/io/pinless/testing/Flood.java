@@ -1,6 +1,7 @@
 package io.pinless.testing;
 
 import io.grpc.CallOptions;
+import io.grpc.ConnectivityState;
 import io.grpc.ManagedChannel;
 import io.grpc.MethodDescriptor;
 import io.grpc.Server;
@@ -28,6 +29,7 @@ import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
@@ -143,6 +145,32 @@ public final class Flood implements AutoCloseable {
         .build();
     channels.add(channel);
     return channel;
+  }
+
+  /**
+   * Connects every channel and waits until all are ready, so that the clients' calls start
+   * together: fairness is then measured among flows that compete from their first byte, not
+   * skewed by the first connections running alone while the rest connect. {@code guardSeconds}
+   * is a hang guard only: every wait ends on a channel's state change.
+   */
+  public static void awaitReady(List<ManagedChannel> channels, long guardSeconds)
+      throws InterruptedException {
+    CountDownLatch ready = new CountDownLatch(channels.size());
+    for (ManagedChannel c : channels) {
+      whenReady(c, ready);
+    }
+    if (!ready.await(guardSeconds, TimeUnit.SECONDS)) {
+      throw new IllegalStateException(ready.getCount() + " channels never became ready");
+    }
+  }
+
+  private static void whenReady(ManagedChannel channel, CountDownLatch ready) {
+    ConnectivityState state = channel.getState(true);
+    if (state == ConnectivityState.READY) {
+      ready.countDown();
+    } else {
+      channel.notifyWhenStateChanged(state, () -> whenReady(channel, ready));
+    }
   }
 
   /** The CRC32 of {@code bodies} one after the other: what the server returns for them. */

@@ -27,11 +27,12 @@ import java.util.concurrent.TimeoutException;
  *       [pinless|stock (pinless)] [connections (2000)] [calls (2)] [messages (4)] [hold ms (200)]
  * </pre>
  *
- * <p>Reports the most the server's own pool pinned (sampled every 5 ms), heap used after a
- * collection at the end less before the flood, how the calls ended (completed with the right
- * bytes, shed with {@code RESOURCE_EXHAUSTED}, failed otherwise: a keepalive that failed shows
- * as {@code UNAVAILABLE}), and Jain's fairness index of the throughputs of the connections none
- * of whose calls failed. Clients keep alive every second (gRPC may lengthen it to 10 s).
+ * <p>Every connection is made first and the clients then start together. Reports the most the
+ * server's own pool pinned (sampled every 5 ms), heap used after a collection at the end less
+ * before the flood, how the calls ended (completed with the right bytes, shed with {@code
+ * RESOURCE_EXHAUSTED}, failed otherwise: a keepalive that failed shows as {@code UNAVAILABLE}),
+ * and Jain's fairness index of the throughputs of the connections none of whose calls failed.
+ * Clients keep alive every second (gRPC may lengthen it to 10 s).
  */
 public final class ProcessFlood {
   private static final int MESSAGE_BYTES = 1 << 20;
@@ -68,9 +69,14 @@ public final class ProcessFlood {
     try (Flood flood = new Flood(
         pinless ? PinlessServerCredentials.insecure() : InsecureServerCredentials.create(),
         pinless ? LoadShedding.interceptor() : null, holdMillis, 2)) {
-      List<CompletableFuture<Flood.Client>> clients = new ArrayList<>();
+      List<ManagedChannel> channels = new ArrayList<>();
       for (int i = 0; i < connections; i++) {
-        ManagedChannel channel = flood.connect();
+        channels.add(flood.connect());
+      }
+      Flood.awaitReady(channels, TimeUnit.MINUTES.toSeconds(HANG_GUARD_MINUTES));
+      start = System.nanoTime();
+      List<CompletableFuture<Flood.Client>> clients = new ArrayList<>();
+      for (ManagedChannel channel : channels) {
         clients.add(flood.uploads(channel, calls, bodies, crc));
       }
       CompletableFuture<Void> all =
