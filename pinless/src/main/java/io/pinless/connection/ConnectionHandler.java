@@ -218,8 +218,10 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
         // The walk ends here: the withheld credit goes out while a frame boundary is known.
         window.unhold();
         window.maxCredit(Long.MAX_VALUE);
+        reads.budget().stopCapping();
         ByteBuf update = window.release(ctx.alloc());
         if (update != null) {
+          reads.budget().credit(window.credit());
           writeOn(ctx, update, ctx.newPromise());
         }
         window.lost();

@@ -32,8 +32,9 @@ import java.util.logging.Logger;
  *       connection over its share borrows what its messages under way need, so that a message
  *       started completes while others' are released; a loan is repaid as the application
  *       releases. Connections take turns for loans ({@link #queue}), so that messages complete
- *       round by round across connections. Connections under their share are not slowed. Held memory stays within the
- *       limit but for what shares that shrink as connections come had already granted. Below
+ *       round by round across connections. Connections under their share are not slowed. Held
+ *       memory stays within the limit but for what shares that shrink as connections come had
+ *       already granted, and what a covered message's peer spends on other streams. Below
  *       that share of the limit, a connection is granted at most its part of the room left
  *       under it ({@link #roomBytes}), so that grants made at once cannot together pass it.
  *   <li>From the limit until memory falls under {@link #STREAMS_RESUME} of it: a server refuses
@@ -209,9 +210,11 @@ public final class ProcessBudget {
   /**
    * A connection whose messages need a loan no message of its has yet waits for one in turn:
    * loans for such messages go to the connections at the lowest turn waiting first, and a
-   * connection served moves to the next turn. Among connections at one turn, first come, first
-   * served. A connection that has not waited for a while joins at the turn now served, so it
-   * neither jumps ahead of those waiting nor falls behind for turns it did not need.
+   * connection served moves to the next turn. Among connections at one turn, whichever asks when
+   * there is room for its loan: a large loan may wait while smaller ones at its turn go. A
+   * connection that has not waited for a while joins at the lowest turn waiting (or the turn last
+   * served), so it neither jumps ahead of those waiting nor falls behind for turns it did not
+   * need.
    *
    * @param turn the connection's turn so far
    * @return the turn it waits at

@@ -275,9 +275,23 @@ public final class ReadBudget {
     }
     overdraft = borrow(wanted, share);
     long cap = Math.max(0, share + overdraft - trackedBytes) * 4 / 5;
-    // Covered, the messages under way get all they need: the fifth taken off for what reads pin
-    // rounds down, and a message short of its last bytes would wait for good.
-    return overdraft >= wanted ? Math.max(cap, covered) : cap;
+    // Covered messages get all they still need, whatever the loan could be topped up to: the
+    // fifth taken off for what reads pin rounds down, and the peer may spend the credit on other
+    // streams (connection credit names none), so a covered message would otherwise wait for good
+    // with its loan. What other streams take so is at most what the covered messages need.
+    return Math.max(cap, covered);
+  }
+
+  /**
+   * The connection's credit is capped no more (its writes can no longer be followed): repays the
+   * loan, but for what it holds past its share, and leaves the queue, so that neither waits on a
+   * connection that will not ask again.
+   */
+  public void stopCapping() {
+    if (process != null && joined && !left) {
+      overdraft = borrow(wanted(0, process.fairShareBytes()), process.fairShareBytes());
+      dequeue(false);
+    }
   }
 
   /**

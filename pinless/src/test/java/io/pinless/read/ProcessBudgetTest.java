@@ -191,12 +191,13 @@ class ProcessBudgetTest {
         + "25,000 for its message), 35,000 are left: all or nothing, its message gets nothing");
     assertFalse(large.covered);
     assertEquals(35_000, process.overdraftBytes(), "what b holds past its share is lent");
-    message.remaining = 40_000;
-    assertEquals(8_000, a.maxCreditBytes(message),
-        "a covered message that grows past what is left gets no more");
+    ByteBuf elsewhere = hold(a, 20_000);
+    assertEquals(8_000, a.maxCreditBytes(message), "a's peer spent 20,000 on another stream and "
+        + "a's loan cannot grow: its covered message still gets the 8,000 it needs");
     assertEquals(35_000, process.overdraftBytes());
 
     message.remaining = 0;
+    release(a, elsewhere);
     release(a, second);
     assertEquals(4_000, a.maxCreditBytes(ReadBudget.Messages.NONE), "20,000 held: no loan");
     assertEquals(20_000, process.overdraftBytes(), "a's loan is repaid as the application releases");
@@ -258,6 +259,26 @@ class ProcessBudgetTest {
     assertEquals(1, process.waitingConnections());
     c.releaseAll();
     assertEquals(0, process.waitingConnections(), "an ended connection waits no more");
+  }
+
+  @Test
+  void aConnectionCappedNoMoreLeavesTheQueueAndRepaysWhatItsMessagesBorrowed() {
+    ProcessBudget process = new ProcessBudget(120_000);
+    ReadBudget a = budget(process);
+    ReadBudget b = budget(process);
+    ReadBudget c = budget(process);
+    a.credit(0);
+    b.credit(0);
+    c.credit(50_000);
+    assertEquals(40_000, a.maxCreditBytes(new Need(40_000)));
+    assertEquals(16_000, b.maxCreditBytes(new Need(48_000)));
+    assertEquals(1, process.waitingConnections());
+    b.stopCapping();
+    assertEquals(0, process.waitingConnections(), "b will not ask again: it waits no more");
+    hold(a, 25_000);
+    a.stopCapping();
+    assertEquals(5_000, process.overdraftBytes(), "a keeps a loan for what it holds past its "
+        + "share of 20,000, not for its message");
   }
 
   @Test
