@@ -80,12 +80,8 @@ public final class ReadBudget {
   private final ProcessBudget process;
   /** The credit last reported to {@link #process}. */
   private long credit;
-  /** What {@link #process} lends this connection past its fair share. */
-  private long overdraft;
-  /** This connection's turn for a loan ({@link ProcessBudget#queue}). */
-  private long turn;
-  /** This connection waits in {@link #process}'s queue at {@link #turn}. */
-  private boolean queued;
+  /** What {@link #process} lends this connection past its fair share; made when first pressed. */
+  private Loan loan;
   /** This budget is one of {@link #process}'s connections: it reported there. */
   private boolean joined;
   /** The connection left {@link #process}'s connections: it ended. */
@@ -222,14 +218,7 @@ public final class ReadBudget {
   /**
    * The most credit the peer may hold now. While the process's budget is pressed ({@link
    * ProcessBudget#isPressed}), what the fair share, and a loan from the process's overdraft, leave
-   * beyond what is held. The loan covers what the connection holds past its share and what its
-   * covered messages still need, and is repaid as that falls. Messages no loan covers yet take
-   * turns for one ({@link ProcessBudget#queue}): a connection whose loan covered a message waits
-   * behind those that have had fewer turns before its next message is covered, so messages
-   * complete round by round across connections and not connection by connection. A connection
-   * with no message under way gets no credit past what it has, or a frame's ({@link
-   * #MIN_ROOM_BYTES}): shares shrink as connections come, and credit an idle peer was granted
-   * under a larger one cannot be taken back. Not pressed,
+   * beyond what is held, taken in turns with other connections ({@link Loan#cap}). Not pressed,
    * no loan, and this connection's part of the room below the pressed threshold ({@link
    * ProcessBudget#roomBytes}), at least {@link #MIN_ROOM_BYTES}, so that connections granting at
    * once pass it by little (a share, larger while few connections report, could together pass it
@@ -240,101 +229,43 @@ public final class ReadBudget {
       return Long.MAX_VALUE;
     }
     if (!process.isPressed()) {
-      overdraft = process.overdraft(overdraft, 0, 0);
-      dequeue(false);
+      if (loan != null) {
+        loan.repay();
+      }
       // Credit granted pins up to a quarter more than it carries.
       long room = process.roomBytes() * 4 / 5 / Math.max(1, process.connections());
       return credit + Math.max(room, MIN_ROOM_BYTES);
     }
-    long share = process.fairShareBytes();
-    long all = messages.remainingBytes();
-    if (all == 0) {
-      overdraft = borrow(wanted(0, share), share);
-      dequeue(false);
-      return Math.min(Math.max(0, share + overdraft - trackedBytes) * 4 / 5,
-          Math.max(credit, MIN_ROOM_BYTES));
+    if (loan == null) {
+      loan = new Loan(process);
     }
-    long covered = messages.coveredBytes();
-    long wanted = wanted(covered, share);
-    long wantedAll = wanted(all, share);
-    if (wantedAll > wanted && wantedAll <= process.overdraftLimit()) {
-      if (!queued) {
-        turn = process.queue(turn);
-        queued = true;
-      }
-      if (process.isTurn(turn) && borrow(wantedAll, share) >= wantedAll) {
-        overdraft = wantedAll;
-        messages.coverAll();
-        dequeue(true);
-        turn++;
-        covered = messages.coveredBytes();
-        wanted = wanted(covered, share);
-      }
-    } else {
-      dequeue(false);
-    }
-    overdraft = borrow(wanted, share);
-    long cap = Math.max(0, share + overdraft - trackedBytes) * 4 / 5;
-    // Covered messages get all they still need, whatever the loan could be topped up to: the
-    // fifth taken off for what reads pin rounds down, and the peer may spend the credit on other
-    // streams (connection credit names none), so a covered message would otherwise wait for good
-    // with its loan. What other streams take so is at most what the covered messages need.
-    return Math.max(cap, covered);
+    return loan.cap(messages, trackedBytes, credit);
   }
 
   /**
-   * The connection's credit is capped no more (its writes can no longer be followed): repays the
-   * loan, but for what it holds past its share, and leaves the queue, so that neither waits on a
-   * connection that will not ask again.
+   * The connection's credit is capped no more (its writes can no longer be followed): its loan is
+   * kept only for what it holds past its share, and it leaves the queue, so that neither waits on
+   * a connection that will not ask again.
    */
   public void stopCapping() {
-    if (process != null && joined && !left) {
-      overdraft = borrow(wanted(0, process.fairShareBytes()), process.fairShareBytes());
-      dequeue(false);
-    }
-  }
-
-  /**
-   * The loan wanted for what is held past {@code share} and {@code need} bytes to come. Bytes
-   * read pin up to a quarter more: a pool rounds a read's buffer up to its size class. Credit the
-   * peer holds and does not use is not lent for: loans kept for idle peers would leave none for
-   * the messages under way, which then never complete.
-   */
-  private long wanted(long need, long share) {
-    return Math.max(0, trackedBytes + need * 5 / 4 - share);
-  }
-
-  /**
-   * Asks the process's overdraft for a loan of {@code wanted} in all; what covers bytes held past
-   * {@code share} commits nothing new.
-   *
-   * @return the loan now (this budget's field is the caller's to set)
-   */
-  private long borrow(long wanted, long share) {
-    return process.overdraft(overdraft, wanted, Math.max(0, trackedBytes - share));
-  }
-
-  /** Leaves the process's queue, if in it; {@code served} when a loan was just taken. */
-  private void dequeue(boolean served) {
-    if (queued) {
-      queued = false;
-      process.dequeue(turn, served);
+    if (loan != null && !left) {
+      loan.keepForHeld(trackedBytes);
     }
   }
 
   /** This connection's turn for a loan. */
   long turn() {
-    return turn;
+    return loan == null ? 0 : loan.turn();
   }
 
   /** True while this connection waits for a loan in turn. */
   boolean queued() {
-    return queued;
+    return loan != null && loan.queued();
   }
 
   /** What the process's budget lends this connection now. */
   long loanBytes() {
-    return overdraft;
+    return loan == null ? 0 : loan.bytes();
   }
 
   /** What the tracked buffers are counted for, before a sweep. */
@@ -419,12 +350,12 @@ public final class ReadBudget {
       left = true;
       if (joined) {
         process.addCredit(-credit);
-        process.overdraft(overdraft, 0, 0);
-        dequeue(false);
+        if (loan != null) {
+          loan.repay();
+        }
         process.leave();
       }
       credit = 0;
-      overdraft = 0;
     }
   }
 

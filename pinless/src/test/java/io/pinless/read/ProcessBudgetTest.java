@@ -61,6 +61,15 @@ class ProcessBudgetTest {
     return budget;
   }
 
+  /** Three connections of {@code process} that reported, the third's peer with {@code credit}. */
+  private ReadBudget[] three(ProcessBudget process, long credit) {
+    ReadBudget[] three = {budget(process), budget(process), budget(process)};
+    three[0].credit(0);
+    three[1].credit(0);
+    three[2].credit(credit);
+    return three;
+  }
+
   /** A read buffer of exactly {@code bytes} tracked by {@code budget} and held downstream. */
   private ByteBuf hold(ReadBudget budget, int bytes) {
     ByteBuf read = UnpooledByteBufAllocator.DEFAULT.directBuffer(bytes);
@@ -160,7 +169,8 @@ class ProcessBudgetTest {
     hold(big, 50_000);
     assertTrue(process.isPressed());
     assertEquals(25_000, process.fairShareBytes(), "50,000 (the limit less half) over two");
-    assertEquals(0, big.maxCreditBytes(ReadBudget.Messages.NONE), "80,000 held: nothing more for its peer");
+    assertEquals(0, big.maxCreditBytes(ReadBudget.Messages.NONE),
+        "80,000 held: nothing more for its peer");
     assertEquals(12_000, small.maxCreditBytes(ReadBudget.Messages.NONE),
         "10,000 held: under its share, it may be owed the rest, less a fifth for what reads pin");
     assertFalse(small.isExceeded(), "the process's budget holds no reads back");
@@ -200,7 +210,8 @@ class ProcessBudgetTest {
     release(a, elsewhere);
     release(a, second);
     assertEquals(4_000, a.maxCreditBytes(ReadBudget.Messages.NONE), "20,000 held: no loan");
-    assertEquals(20_000, process.overdraftBytes(), "a's loan is repaid as the application releases");
+    assertEquals(20_000, process.overdraftBytes(),
+        "a's loan is repaid as the application releases");
     assertEquals(4_000, a.maxCreditBytes(new Need(100_000)),
         "a message that needs more than the whole overdraft waits");
     assertEquals(20_000, process.overdraftBytes());
@@ -219,12 +230,10 @@ class ProcessBudgetTest {
   @Test
   void aConnectionWhoseMessageALoanCoveredWaitsBehindThoseThatHadNoTurn() {
     ProcessBudget process = new ProcessBudget(120_000);
-    ReadBudget a = budget(process);
-    ReadBudget b = budget(process);
-    ReadBudget c = budget(process);
-    a.credit(0);
-    b.credit(0);
-    c.credit(50_000);
+    ReadBudget[] three = three(process, 50_000);
+    ReadBudget a = three[0];
+    ReadBudget b = three[1];
+    ReadBudget c = three[2];
     assertTrue(process.isPressed());
     assertEquals(20_000, process.fairShareBytes(), "60,000 over three; 60,000 to lend");
     Need a1 = new Need(40_000);
@@ -264,12 +273,10 @@ class ProcessBudgetTest {
   @Test
   void aConnectionCappedNoMoreLeavesTheQueueAndRepaysWhatItsMessagesBorrowed() {
     ProcessBudget process = new ProcessBudget(120_000);
-    ReadBudget a = budget(process);
-    ReadBudget b = budget(process);
-    ReadBudget c = budget(process);
-    a.credit(0);
-    b.credit(0);
-    c.credit(50_000);
+    ReadBudget[] three = three(process, 50_000);
+    ReadBudget a = three[0];
+    ReadBudget b = three[1];
+    ReadBudget c = three[2];
     assertEquals(40_000, a.maxCreditBytes(new Need(40_000)));
     assertEquals(16_000, b.maxCreditBytes(new Need(48_000)));
     assertEquals(1, process.waitingConnections());
@@ -297,12 +304,10 @@ class ProcessBudgetTest {
   @Test
   void creditGrantedEarlierLeavesNoRoomForLoansPastTheLimitButOneAlwaysGoes() {
     ProcessBudget process = new ProcessBudget(120_000);
-    ReadBudget a = budget(process);
-    ReadBudget b = budget(process);
-    ReadBudget idle = budget(process);
-    a.credit(0);
-    b.credit(0);
-    idle.credit(80_000);
+    ReadBudget[] three = three(process, 80_000);
+    ReadBudget a = three[0];
+    ReadBudget b = three[1];
+    ReadBudget idle = three[2];
     assertEquals(100_000, process.committedBytes(), "80,000 of credit and a quarter more");
     Need first = new Need(40_000);
     assertEquals(40_000, a.maxCreditBytes(first), "nothing is lent: a's loan of 30,000 goes, "

@@ -1,0 +1,137 @@
+package io.pinless.read;
+
+/**
+ * A connection's loan from its process's overdraft, and its place in the queue for one, while the
+ * process's budget is pressed: what caps its peer's credit then ({@link #cap}).
+ *
+ * <p>The loan covers what the connection holds past its fair share and what its covered messages
+ * still need, and is repaid as that falls. Messages no loan covers yet take turns for one ({@link
+ * ProcessBudget#queue}): once a loan has covered a connection's messages, its next message waits
+ * behind the connections that have had fewer turns, so messages complete round by round across
+ * connections and not connection by connection. Covered messages get all they still need.
+ *
+ * <p>Invariant: {@link #bytes} is what the process's overdraft counts for this connection, and the
+ * connection waits in the process's queue exactly while {@link #queued}, at {@link #turn}.
+ *
+ * <p>Confined to the connection's event loop.
+ */
+final class Loan {
+  private final ProcessBudget process;
+  private long bytes;
+  private long turn;
+  private boolean queued;
+
+  Loan(ProcessBudget process) {
+    this.process = process;
+  }
+
+  /**
+   * The most credit the peer may hold while the process's budget is pressed: what the fair share
+   * and the loan leave beyond what is held, less a fifth for what reads pin, and never less than
+   * the covered messages still need. The fifth taken off rounds down, and the peer may spend
+   * credit on other streams (connection credit names none): a covered message short of its last
+   * bytes would otherwise wait for good with its loan. What other streams take so is at most what
+   * the covered messages need.
+   *
+   * <p>A connection with no message under way gets no credit past what it has ({@code credit}),
+   * or a frame's ({@link ReadBudget#MIN_ROOM_BYTES}): shares shrink as connections come, and
+   * credit an idle peer was granted under a larger one cannot be taken back.
+   *
+   * @param tracked what the connection holds, as its budget counts it
+   * @param credit the credit its peer holds now
+   */
+  long cap(ReadBudget.Messages messages, long tracked, long credit) {
+    long share = process.fairShareBytes();
+    long all = messages.remainingBytes();
+    if (all == 0) {
+      borrow(wanted(tracked, 0, share), tracked, share);
+      dequeue(false);
+      return Math.min(within(share, tracked), Math.max(credit, ReadBudget.MIN_ROOM_BYTES));
+    }
+    long covered = messages.coveredBytes();
+    long wanted = wanted(tracked, covered, share);
+    long wantedAll = wanted(tracked, all, share);
+    if (wantedAll > wanted && wantedAll <= process.overdraftLimit()) {
+      if (!queued) {
+        turn = process.queue(turn);
+        queued = true;
+      }
+      if (process.isTurn(turn) && borrow(wantedAll, tracked, share) >= wantedAll) {
+        messages.coverAll();
+        dequeue(true);
+        turn++;
+        covered = messages.coveredBytes();
+        wanted = wanted(tracked, covered, share);
+      }
+    } else {
+      dequeue(false);
+    }
+    borrow(wanted, tracked, share);
+    return Math.max(within(share, tracked), covered);
+  }
+
+  /** Repays the loan and leaves the queue: the budget is not pressed, or the connection ended. */
+  void repay() {
+    bytes = process.overdraft(bytes, 0, 0);
+    dequeue(false);
+  }
+
+  /**
+   * Keeps the loan only for what the connection holds past its share and leaves the queue: its
+   * credit is capped no more, and it will not ask again.
+   */
+  void keepForHeld(long tracked) {
+    long share = process.fairShareBytes();
+    borrow(wanted(tracked, 0, share), tracked, share);
+    dequeue(false);
+  }
+
+  /** What the process lends this connection now. */
+  long bytes() {
+    return bytes;
+  }
+
+  /** This connection's turn for a loan. */
+  long turn() {
+    return turn;
+  }
+
+  /** True while this connection waits for a loan in turn. */
+  boolean queued() {
+    return queued;
+  }
+
+  /** What the share and the loan leave beyond {@code tracked}, less a fifth for what reads pin. */
+  private long within(long share, long tracked) {
+    return Math.max(0, share + bytes - tracked) * 4 / 5;
+  }
+
+  /**
+   * The loan wanted for what is held past {@code share} and {@code need} bytes to come. Bytes
+   * read pin up to a quarter more: a pool rounds a read's buffer up to its size class. Credit the
+   * peer holds and does not use is not lent for: loans kept for idle peers would leave none for
+   * the messages under way, which then never complete.
+   */
+  private static long wanted(long tracked, long need, long share) {
+    return Math.max(0, tracked + need * 5 / 4 - share);
+  }
+
+  /**
+   * Asks the process's overdraft for a loan of {@code wanted} in all; what covers bytes held past
+   * {@code share} commits nothing new.
+   *
+   * @return the loan now
+   */
+  private long borrow(long wanted, long tracked, long share) {
+    bytes = process.overdraft(bytes, wanted, Math.max(0, tracked - share));
+    return bytes;
+  }
+
+  /** Leaves the process's queue, if in it; {@code served} when a loan was just taken. */
+  private void dequeue(boolean served) {
+    if (queued) {
+      queued = false;
+      process.dequeue(turn, served);
+    }
+  }
+}
