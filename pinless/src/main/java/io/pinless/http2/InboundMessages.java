@@ -151,6 +151,16 @@ public final class InboundMessages implements ReadBudget.Messages {
     }
   }
 
+  /** Marks every incomplete message as not covered. */
+  @Override
+  public void uncoverAll() {
+    if (messages != null) {
+      for (Message m : messages.values()) {
+        m.covered = false;
+      }
+    }
+  }
+
   private long remainingBytes(boolean coveredOnly) {
     if (messages == null) {
       return 0;

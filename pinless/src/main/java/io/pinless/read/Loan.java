@@ -8,7 +8,8 @@ package io.pinless.read;
  * still need, and is repaid as that falls. Messages no loan covers yet take turns for one ({@link
  * ProcessBudget#queue}): once a loan has covered a connection's messages, its next message waits
  * behind the connections that have had fewer turns, so messages complete round by round across
- * connections and not connection by connection. Covered messages get all they still need.
+ * connections and not connection by connection. Covered messages get all they still need,
+ * while they receive something at least every {@link ProcessBudget#STALLED_LOAN_NANOS}.
  *
  * <p>Invariant: {@link #bytes} is what the process's overdraft counts for this connection, and the
  * connection waits in the process's queue exactly while {@link #queued}, at {@link #turn}.
@@ -20,6 +21,10 @@ final class Loan {
   private long bytes;
   private long turn;
   private boolean queued;
+  /** The covered bytes still to come when last changed; 0 with none covered. */
+  private long coveredSeen;
+  /** When the covered messages last received something ({@link ProcessBudget#nanoTime}). */
+  private long progressAt;
 
   Loan(ProcessBudget process) {
     this.process = process;
@@ -44,11 +49,16 @@ final class Loan {
     long share = process.fairShareBytes();
     long all = messages.remainingBytes();
     if (all == 0) {
+      coveredSeen = 0;
       borrow(wanted(tracked, 0, share), tracked, share);
       dequeue(false);
       return Math.min(within(share, tracked), Math.max(credit, ReadBudget.MIN_ROOM_BYTES));
     }
     long covered = messages.coveredBytes();
+    if (stalled(covered)) {
+      messages.uncoverAll();
+      covered = 0;
+    }
     long wanted = wanted(tracked, covered, share);
     long wantedAll = wanted(tracked, all, share);
     if (wantedAll > wanted && wantedAll <= process.overdraftLimit()) {
@@ -61,6 +71,8 @@ final class Loan {
         dequeue(true);
         turn++;
         covered = messages.coveredBytes();
+        coveredSeen = covered;
+        progressAt = process.nanoTime();
         wanted = wanted(tracked, covered, share);
       }
     } else {
@@ -68,6 +80,29 @@ final class Loan {
     }
     borrow(wanted, tracked, share);
     return Math.max(within(share, tracked), covered);
+  }
+
+  /**
+   * True when the covered messages have received nothing for {@link
+   * ProcessBudget#STALLED_LOAN_NANOS}: their loan is then taken back and they wait for a turn
+   * again, so a peer that claims a message and goes silent does not hold the overdraft for good.
+   */
+  private boolean stalled(long covered) {
+    if (covered == 0) {
+      coveredSeen = 0;
+      return false;
+    }
+    long now = process.nanoTime();
+    if (covered != coveredSeen) {
+      coveredSeen = covered;
+      progressAt = now;
+      return false;
+    }
+    if (now - progressAt < ProcessBudget.STALLED_LOAN_NANOS) {
+      return false;
+    }
+    coveredSeen = 0;
+    return true;
   }
 
   /** Repays the loan and leaves the queue: the budget is not pressed, or the connection ended. */

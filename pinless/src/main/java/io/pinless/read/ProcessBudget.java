@@ -4,6 +4,7 @@ import io.netty.util.internal.PlatformDependent;
 import io.pinless.Settings;
 import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
+import java.util.function.LongSupplier;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.logging.Level;
@@ -56,6 +57,11 @@ public final class ProcessBudget {
   public static final double STREAMS_RESUME = 0.75;
   /** Connections are refused from this share of the limit until memory falls under the limit. */
   public static final double CONNECTIONS_REFUSED = 1.125;
+  /**
+   * A loan whose covered messages receive nothing for this long is taken back, and they wait for
+   * a turn again: a peer that claims a message and goes silent holds a loan at most so long.
+   */
+  public static final long STALLED_LOAN_NANOS = TimeUnit.SECONDS.toNanos(5);
   /** One log line per condition per minute at most. */
   static final long LOG_INTERVAL_NANOS = TimeUnit.MINUTES.toNanos(1);
   private static final Logger logger = Logger.getLogger(ProcessBudget.class.getName());
@@ -68,6 +74,8 @@ public final class ProcessBudget {
   private static final int REFUSING = 2;
 
   private final long limitBytes;
+  /** {@link System#nanoTime}, or a test's clock. */
+  private final LongSupplier clock;
   private final AtomicLong heldBytes = new AtomicLong();
   /** The most {@link #heldBytes} has been since the budget was made. */
   private final AtomicLong peakBytes = new AtomicLong();
@@ -109,10 +117,16 @@ public final class ProcessBudget {
 
   /** A budget of {@code limitBytes} for the connections that report to it. */
   public ProcessBudget(long limitBytes) {
+    this(limitBytes, System::nanoTime);
+  }
+
+  /** A budget of {@code limitBytes} whose loans go stale by {@code clock} (nanoseconds). */
+  ProcessBudget(long limitBytes, LongSupplier clock) {
     if (limitBytes <= 0) {
       throw new IllegalArgumentException("limitBytes " + limitBytes + " must be positive");
     }
     this.limitBytes = limitBytes;
+    this.clock = clock;
     this.overdraftLimit = (long) (limitBytes * OVERDRAFT);
   }
 
@@ -200,6 +214,11 @@ public final class ProcessBudget {
         return wanted;
       }
     }
+  }
+
+  /** Now, in nanoseconds, by this budget's clock. */
+  long nanoTime() {
+    return clock.getAsLong();
   }
 
   /** The most the connections may borrow past their shares in all. */

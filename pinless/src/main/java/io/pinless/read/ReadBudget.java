@@ -63,6 +63,9 @@ public final class ReadBudget {
 
       @Override
       public void coverAll() {}
+
+      @Override
+      public void uncoverAll() {}
     };
 
     /** The bytes still to come of the messages under way. */
@@ -73,6 +76,9 @@ public final class ReadBudget {
 
     /** A loan now covers every message under way; one started later is not covered. */
     void coverAll();
+
+    /** No loan covers any message under way any more. */
+    void uncoverAll();
   }
 
   private final long limitBytes;

@@ -12,11 +12,11 @@ import java.util.List;
 
 /**
  * Property: for any sequence of connections tracking and releasing buffers, reporting credit,
- * asking for their credit cap with any messages under way (continuing or new), sweeping and
- * ending, the process's sums equal what the connections report; loans are all or nothing and
- * within the overdraft and, while anything is lent, within what may still be committed; a
- * message is covered only in its connection's turn; a pressed cap leaves a connection within
- * its fair share and its loan, or what its covered messages need, and never under that; and once
+ * asking for their credit cap with any messages under way (continuing or new) as time passes,
+ * sweeping and ending, the process's sums equal what the connections report; loans are all or
+ * nothing and within the overdraft and, while anything is lent, within what may still be committed;
+ * a message is covered only in its connection's turn; a pressed cap leaves a connection within its
+ * fair share and its loan, or what its covered messages need, and never under that; and once
  * everything is released and every connection ended, nothing is counted and nobody waits.
  */
 class ProcessBudgetFuzzTest {
@@ -38,7 +38,8 @@ class ProcessBudgetFuzzTest {
   @FuzzTest
   void loansAndCapsStayWithinTheLimit(FuzzedDataProvider data) {
     long limit = data.consumeLong(1 << 12, 1L << 26);
-    ProcessBudget process = new ProcessBudget(limit);
+    long[] now = {0};
+    ProcessBudget process = new ProcessBudget(limit, () -> now[0]);
     List<Connection> connections = new ArrayList<>();
     int count = data.consumeInt(1, 8);
     for (int i = 0; i < count; i++) {
@@ -47,6 +48,10 @@ class ProcessBudgetFuzzTest {
     try {
       for (int op = 0; op < MAX_OPS && data.remainingBytes() > 0; op++) {
         Connection c = connections.get(data.consumeInt(0, count - 1));
+        if (data.consumeBoolean()) {
+          // Time passes: a loan whose messages receive nothing may go stale.
+          now[0] += data.consumeLong(0, 2 * ProcessBudget.STALLED_LOAN_NANOS);
+        }
         step(data, process, c, limit, connections);
         check(process, connections, limit);
       }

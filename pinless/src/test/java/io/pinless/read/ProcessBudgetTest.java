@@ -52,6 +52,11 @@ class ProcessBudgetTest {
     public void coverAll() {
       covered = true;
     }
+
+    @Override
+    public void uncoverAll() {
+      covered = false;
+    }
   }
 
   /** A connection's budget reporting to {@code process}, given back after the test. */
@@ -286,6 +291,33 @@ class ProcessBudgetTest {
     a.stopCapping();
     assertEquals(5_000, process.overdraftBytes(), "a keeps a loan for what it holds past its "
         + "share of 20,000, not for its message");
+  }
+
+  @Test
+  void aLoanWhoseMessageReceivesNothingForFiveSecondsIsTakenBackAndItWaitsItsTurnAgain() {
+    long[] now = {0};
+    ProcessBudget process = new ProcessBudget(120_000, () -> now[0]);
+    ReadBudget[] three = three(process, 50_000);
+    ReadBudget silent = three[0];
+    ReadBudget steady = three[1];
+    Need claimed = new Need(40_000);
+    assertEquals(40_000, silent.maxCreditBytes(claimed), "covered: a loan of 30,000");
+    Need other = new Need(48_000);
+    assertEquals(16_000, steady.maxCreditBytes(other), "40,000 wanted, 30,000 left: it waits");
+    now[0] += ProcessBudget.STALLED_LOAN_NANOS - 1;
+    assertEquals(40_000, silent.maxCreditBytes(claimed), "nothing came, but not yet for 5 s");
+    now[0] += 1;
+    assertEquals(16_000, silent.maxCreditBytes(claimed),
+        "nothing came for 5 s: the loan is taken back and the message waits behind the other");
+    assertFalse(claimed.covered);
+    assertEquals(0, process.overdraftBytes());
+    assertEquals(48_000, steady.maxCreditBytes(other), "the other's turn");
+    assertTrue(other.covered);
+    other.remaining = 20_000;
+    now[0] += ProcessBudget.STALLED_LOAN_NANOS;
+    assertEquals(20_000, steady.maxCreditBytes(other),
+        "28,000 came within 5 s: the message keeps what it still needs");
+    assertTrue(other.covered);
   }
 
   @Test
