@@ -49,25 +49,6 @@ public final class ReadBudget {
 
   /** A connection's messages under way, as loans from the process's budget see them. */
   public interface Messages {
-    /** No message under way. */
-    Messages NONE = new Messages() {
-      @Override
-      public long remainingBytes() {
-        return 0;
-      }
-
-      @Override
-      public long coveredBytes() {
-        return 0;
-      }
-
-      @Override
-      public void coverAll() {}
-
-      @Override
-      public void uncoverAll() {}
-    };
-
     /** The bytes still to come of the messages under way. */
     long remainingBytes();
 

@@ -168,15 +168,15 @@ class ProcessBudgetTest {
     hold(big, 30_000);
     hold(small, 10_000);
     assertFalse(process.isPressed(), "40,000 is not over half the limit");
-    assertEquals(ReadBudget.MIN_ROOM_BYTES, big.maxCreditBytes(ReadBudget.Messages.NONE),
+    assertEquals(ReadBudget.MIN_ROOM_BYTES, big.maxCreditBytes(new Need(0)),
         "not pressed: its part of the 10,000 left below half the limit, at least a frame");
 
     hold(big, 50_000);
     assertTrue(process.isPressed());
     assertEquals(25_000, process.fairShareBytes(), "50,000 (the limit less half) over two");
-    assertEquals(0, big.maxCreditBytes(ReadBudget.Messages.NONE),
+    assertEquals(0, big.maxCreditBytes(new Need(0)),
         "80,000 held: nothing more for its peer");
-    assertEquals(12_000, small.maxCreditBytes(ReadBudget.Messages.NONE),
+    assertEquals(12_000, small.maxCreditBytes(new Need(0)),
         "10,000 held: under its share, it may be owed the rest, less a fifth for what reads pin");
     assertFalse(small.isExceeded(), "the process's budget holds no reads back");
   }
@@ -191,7 +191,7 @@ class ProcessBudgetTest {
     assertFalse(process.shedsStreams(), "shedding follows what is held, not credit");
     ByteBuf first = hold(a, 20_000);
     ByteBuf second = hold(a, 10_000);
-    assertEquals(20_000, b.maxCreditBytes(ReadBudget.Messages.NONE),
+    assertEquals(20_000, b.maxCreditBytes(new Need(0)),
         "credit b's peer does not use borrows nothing: b gets what its share leaves, less a fifth");
     assertEquals(0, process.overdraftBytes());
     Need message = new Need(8_000);
@@ -214,7 +214,7 @@ class ProcessBudgetTest {
     message.remaining = 0;
     release(a, elsewhere);
     release(a, second);
-    assertEquals(4_000, a.maxCreditBytes(ReadBudget.Messages.NONE), "20,000 held: no loan");
+    assertEquals(4_000, a.maxCreditBytes(new Need(0)), "20,000 held: no loan");
     assertEquals(20_000, process.overdraftBytes(),
         "a's loan is repaid as the application releases");
     assertEquals(4_000, a.maxCreditBytes(new Need(100_000)),
@@ -365,10 +365,10 @@ class ProcessBudgetTest {
     busy.credit(500_000);
     assertTrue(process.isPressed());
     assertTrue(process.fairShareBytes() > ReadBudget.MIN_ROOM_BYTES);
-    assertEquals(ReadBudget.MIN_ROOM_BYTES, idle.maxCreditBytes(ReadBudget.Messages.NONE),
+    assertEquals(ReadBudget.MIN_ROOM_BYTES, idle.maxCreditBytes(new Need(0)),
         "shares shrink as connections come: an idle peer gets a frame's credit, not its share");
     idle.credit(100_000);
-    assertEquals(100_000, idle.maxCreditBytes(ReadBudget.Messages.NONE),
+    assertEquals(100_000, idle.maxCreditBytes(new Need(0)),
         "and keeps what it holds, within its share");
   }
 
