@@ -122,7 +122,7 @@ final class NettyNegotiators {
     return serverCredentials(Settings.enabled());
   }
 
-  /** With {@code enabled} false: grpc-netty's stock plaintext negotiator. */
+  /** With {@code enabled} false: grpc-netty's plaintext negotiator. */
   static ChannelCredentials clientCredentials(boolean enabled) {
     if (!enabled) {
       return InternalNettyChannelCredentials.create(new StockClientFactory());
@@ -130,7 +130,7 @@ final class NettyNegotiators {
     return InternalNettyChannelCredentials.create(new ClientFactory(Security.PLAINTEXT));
   }
 
-  /** With {@code enabled} false: grpc-netty's stock plaintext negotiator. */
+  /** With {@code enabled} false: grpc-netty's plaintext negotiator. */
   static ServerCredentials serverCredentials(boolean enabled) {
     if (!enabled) {
       return InternalNettyServerCredentials.create(InternalProtocolNegotiators.serverPlaintext());
@@ -243,8 +243,8 @@ final class NettyNegotiators {
   }
 
   /**
-   * A client engine for {@code authority}: the host for SNI and the host name check, as
-   * grpc-netty's TLS does (the authority carries any {@code overrideAuthority}).
+   * A client engine for {@code authority}: its host for SNI and the host name check (the
+   * authority carries any {@code overrideAuthority}).
    */
   private static SSLEngine clientEngine(
       ChannelHandlerContext ctx, SslContext context, String authority) {
@@ -386,7 +386,7 @@ final class NettyNegotiators {
         ctx.pipeline().addBefore(ctx.name(), "pinless-tls-handshake",
             new TlsHandshakeHandler(engine, TlsTasks.EXECUTOR, tls.handshakeTimeoutMillis()));
       } else {
-        // As grpc-netty's plaintext: a call may name any authority.
+        // Plaintext: a call may name any authority.
         ProtocolNegotiationEvent event = getProtocolNegotiationEvent();
         replaceProtocolNegotiationEvent(InternalProtocolNegotiationEvent.withAttributes(event,
             InternalProtocolNegotiationEvent.getAttributes(event).toBuilder()

@@ -40,13 +40,13 @@ public final class PinlessChannelCredentials {
   /**
    * TLS with the pinless read path over {@code context}, a client context as grpc-netty users
    * build it ({@code GrpcSslContexts.forClient()...build()}), with the JDK's engine or OpenSSL's
-   * (netty-tcnative). Calls get what grpc-netty's TLS gives them: ALPN {@code h2} is required,
-   * the server's certificate is checked against the authority (the target's host, or {@code
-   * overrideAuthority}), the context's key and certificate are presented when the server asks
-   * for one, and the transport attributes carry {@code Grpc.TRANSPORT_ATTR_SSL_SESSION} and
-   * {@code SecurityLevel.PRIVACY_AND_INTEGRITY}. The handshake's delegated tasks run off the
-   * event loop; it fails with UNAVAILABLE after 20 s. With {@code -Dpinless.enabled=false} this
-   * call returns grpc-netty's TLS credentials over {@code context}.
+   * (netty-tcnative). ALPN {@code h2} is required, the server's certificate is checked against
+   * the authority (the target's host, or {@code overrideAuthority}), the context's key and
+   * certificate are presented when the server asks for one, and the transport attributes carry
+   * {@code Grpc.TRANSPORT_ATTR_SSL_SESSION} and {@code SecurityLevel.PRIVACY_AND_INTEGRITY}. The
+   * handshake's delegated tasks run off the event loop; it fails with UNAVAILABLE after 20 s.
+   * With {@code -Dpinless.enabled=false} this call returns grpc-netty's TLS credentials over
+   * {@code context}.
    *
    * @throws IllegalArgumentException if {@code context} is a server context or offers no ALPN
    *     {@code h2}
@@ -84,7 +84,7 @@ public final class PinlessChannelCredentials {
 
   /**
    * As {@link #tls(SslContext)}, the handshake failing after {@code handshakeTimeout}, not 20 s.
-   * With {@code pinless.enabled} false, grpc-netty's TLS keeps its own deadline.
+   * With {@code pinless.enabled} false the timeout does not apply: grpc-netty's TLS sets it.
    *
    * @throws IllegalArgumentException as {@link #tls(SslContext)}, or if the timeout is not
    *     positive

@@ -81,7 +81,7 @@ public final class PinlessServerCredentials {
 
   /**
    * As {@link #tls(SslContext)}, a handshake failing after {@code handshakeTimeout}, not 20 s.
-   * With {@code pinless.enabled} false, grpc-netty's TLS keeps its own deadline.
+   * With {@code pinless.enabled} false the timeout does not apply: grpc-netty's TLS sets it.
    *
    * @throws IllegalArgumentException as {@link #tls(SslContext)}, or if the timeout is not
    *     positive

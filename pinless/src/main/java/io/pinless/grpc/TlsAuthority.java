@@ -17,8 +17,8 @@ import javax.net.ssl.SSLSession;
  * CallOptions.withAuthority}): the certificate's subject alternative names, DNS names with a
  * wildcard allowed only as the whole leftmost label (RFC 6125), IP addresses compared as
  * addresses; the handshake verifies the chain. gRPC asks once per authority and connection.
- * A mismatch is logged, and fails the call when {@code GRPC_ENABLE_PER_RPC_AUTHORITY_CHECK} is
- * set, as in grpc-netty's TLS.
+ * A mismatch is logged, and fails the call when grpc-java's {@code
+ * GRPC_ENABLE_PER_RPC_AUTHORITY_CHECK} is set.
  */
 final class TlsAuthority {
   /** Subject alternative name types (RFC 5280): dNSName and iPAddress. */
