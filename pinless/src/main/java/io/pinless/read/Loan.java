@@ -56,8 +56,10 @@ final class Loan {
     }
     long covered = messages.coveredBytes();
     if (stalled(covered)) {
+      // Behind every connection at its turn too, so that the loan goes elsewhere first.
       messages.uncoverAll();
       covered = 0;
+      turn++;
     }
     long wanted = wanted(tracked, covered, share);
     long wantedAll = wanted(tracked, all, share);

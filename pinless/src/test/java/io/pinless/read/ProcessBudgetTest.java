@@ -321,6 +321,29 @@ class ProcessBudgetTest {
   }
 
   @Test
+  void aStalledLoanGoesFirstToAConnectionWaitingAtTheSameTurn() {
+    long[] now = {0};
+    ProcessBudget process = new ProcessBudget(120_000, () -> now[0]);
+    ReadBudget[] three = three(process, 50_000);
+    ReadBudget silent = three[0];
+    ReadBudget other = three[1];
+    Need done = new Need(48_000);
+    assertEquals(48_000, other.maxCreditBytes(done), "the other's turn 0: a loan of 40,000");
+    Need claimed = new Need(40_000);
+    assertEquals(16_000, silent.maxCreditBytes(claimed), "20,000 left: silent waits at turn 0");
+    done.remaining = 0;
+    Need next = new Need(48_000);
+    assertEquals(16_000, other.maxCreditBytes(next), "the other's next message waits at turn 1");
+    assertEquals(40_000, silent.maxCreditBytes(claimed), "silent's turn 0: a loan of 30,000");
+    now[0] += ProcessBudget.STALLED_LOAN_NANOS;
+    assertEquals(16_000, silent.maxCreditBytes(claimed), "nothing came for 5 s: silent goes "
+        + "behind the other, which waits at the turn silent would wait at");
+    assertFalse(claimed.covered);
+    assertEquals(48_000, other.maxCreditBytes(next), "the other's turn 1");
+    assertTrue(next.covered);
+  }
+
+  @Test
   void aMessageShortOfItsLastByteGetsItWhateverTheRounding() {
     ProcessBudget process = new ProcessBudget(100_000);
     ReadBudget a = budget(process);
