@@ -37,7 +37,8 @@ import java.util.logging.Logger;
  *       memory stays within the limit but for what shares that shrink as connections come had
  *       already granted, and what a covered message's peer spends on other streams. Below
  *       that share of the limit, a connection is granted at most its part of the room left
- *       under it ({@link #roomBytes}), so that grants made at once cannot together pass it.
+ *       under it ({@link #roomBytes}), so that grants made at once cannot together pass it;
+ *       one with no message under way, its part of the room under {@link #IDLE} of the limit.
  *   <li>From the limit until memory falls under {@link #STREAMS_RESUME} of it: a server refuses
  *       new calls ({@link #shedsStreams}).
  *   <li>From {@link #CONNECTIONS_REFUSED} of the limit until memory falls under the limit: a
@@ -51,6 +52,12 @@ import java.util.logging.Logger;
 public final class ProcessBudget {
   /** Credit is capped at fair shares while held bytes and credit are over this share. */
   public static final double PRESSED = 0.5;
+  /**
+   * Connections with no message under way are granted credit past HTTP/2's initial window only
+   * while what is committed is under this share of the limit: idle peers keep what they are
+   * granted, and may all start sending at once.
+   */
+  public static final double IDLE = 0.25;
   /** What messages under way may borrow past their connections' shares, as a share of the limit. */
   public static final double OVERDRAFT = 0.5;
   /** Shedding stops once held memory falls under this share of the limit. */
@@ -81,6 +88,11 @@ public final class ProcessBudget {
   private final AtomicLong peakBytes = new AtomicLong();
   /** Credit the connections' peers may still use. */
   private final AtomicLong creditBytes = new AtomicLong();
+  /**
+   * Credit the connections' caps still allow their peers past what they hold: a loan's credit
+   * goes out as the peer's window updates do, and other loans must not count on it as room.
+   */
+  private final AtomicLong promisedBytes = new AtomicLong();
   /** Credit lent past fair shares, at most {@link #overdraftLimit}. */
   private final AtomicLong overdraftBytes = new AtomicLong();
   private final long overdraftLimit;
@@ -174,6 +186,11 @@ public final class ProcessBudget {
     return Math.max(0, (long) (limitBytes * PRESSED) - committedBytes());
   }
 
+  /** What {@link #committedBytes} may grow by before it reaches {@link #IDLE} of the limit. */
+  public long idleRoomBytes() {
+    return Math.max(0, (long) (limitBytes * IDLE) - committedBytes());
+  }
+
   /** Credit lent to messages under way past their connections' shares. */
   public long overdraftBytes() {
     return overdraftBytes.get();
@@ -185,9 +202,12 @@ public final class ProcessBudget {
    * loans that each cover part of a message and together the whole overdraft, which no message
    * could complete. It lacks too much when the overdraft cannot lend it, or when the part for
    * bytes still to come (past {@code heldPastShare}, what the connection holds past its share)
-   * would take what is committed ({@link #committedBytes}) past the limit while anything is lent:
-   * credit granted before the budget was pressed, or before shares shrank, is lent for by no one,
-   * yet it will be read. With nothing lent the loan goes, so that some message can complete.
+   * would take what is committed ({@link #committedBytes}), and the credit caps still allow
+   * ({@link #promisedBytes}, a quarter larger), past the limit while anything is lent: credit
+   * granted before the budget was pressed, or before shares shrank, is lent for by no one, yet
+   * it will be read, and a loan's credit goes out only as the peer's window updates do. The
+   * asking connection's own cap counts too, so the check errs on the safe side by at most its
+   * share. With nothing lent the loan goes, so that some message can complete.
    * A message that needs more than the whole overdraft waits until the budget is no longer
    * pressed.
    *
@@ -207,7 +227,8 @@ public final class ProcessBudget {
       // With nothing lent, one loan always goes: messages can then complete and be released
       // while credit granted earlier keeps what is committed past the limit.
       if (used + more > overdraftLimit
-          || used > 0 && fresh > 0 && committedBytes() + fresh > limitBytes) {
+          || used > 0 && fresh > 0
+              && committedBytes() + promisedBytes.get() * 5 / 4 + fresh > limitBytes) {
         return current;
       }
       if (overdraftBytes.compareAndSet(used, used + more)) {
@@ -291,6 +312,18 @@ public final class ProcessBudget {
   /** A connection's credit changed by {@code delta}. */
   void addCredit(long delta) {
     creditBytes.addAndGet(delta);
+  }
+
+  /** What a connection's cap still allows its peer past its credit changed by {@code delta}. */
+  void addPromised(long delta) {
+    if (delta != 0) {
+      promisedBytes.addAndGet(delta);
+    }
+  }
+
+  /** Credit the connections' caps still allow their peers past what they hold now. */
+  long promisedBytes() {
+    return promisedBytes.get();
   }
 
   /** True while new calls are refused: from the limit until under {@link #STREAMS_RESUME}. */

@@ -44,6 +44,11 @@ public final class ReadBudget {
    * would wait at the threshold for good.
    */
   static final long MIN_ROOM_BYTES = 16 * 1024;
+  /**
+   * The credit a connection with no message under way may always be brought back to: HTTP/2's
+   * initial window, which every peer holds at the start anyway, so that it can start a message.
+   */
+  static final long IDLE_CREDIT_BYTES = 65_535;
   /** The table's first size. */
   private static final int INITIAL_SLOTS = 4;
 
@@ -67,6 +72,10 @@ public final class ReadBudget {
   private final ProcessBudget process;
   /** The credit last reported to {@link #process}. */
   private long credit;
+  /** The cap last set on the peer's credit while pressed; 0 while not capped so. */
+  private long cap;
+  /** What the peer may still be granted under {@link #cap}, as last reported to the process. */
+  private long promised;
   /** What {@link #process} lends this connection past its fair share; made when first pressed. */
   private Loan loan;
   /** This budget is one of {@link #process}'s connections: it reported there. */
@@ -199,7 +208,22 @@ public final class ReadBudget {
     if (reports()) {
       process.addCredit(bytes - credit);
       credit = bytes;
+      promise();
     }
+  }
+
+  /** Reports what the peer may still be granted under {@link #cap} past its credit. */
+  private void promise() {
+    long next = Math.max(0, cap - credit);
+    process.addPromised(next - promised);
+    promised = next;
+  }
+
+  /** Caps the peer's credit at {@code bytes} (0: not capped by a loan or share), and says so. */
+  private long capAt(long bytes) {
+    cap = bytes;
+    promise();
+    return bytes;
   }
 
   /**
@@ -209,7 +233,9 @@ public final class ReadBudget {
    * no loan, and this connection's part of the room below the pressed threshold ({@link
    * ProcessBudget#roomBytes}), at least {@link #MIN_ROOM_BYTES}, so that connections granting at
    * once pass it by little (a share, larger while few connections report, could together pass it
-   * by far).
+   * by far). With no message under way, its part of the room below the idle threshold ({@link
+   * ProcessBudget#idleRoomBytes}), and at least {@link #IDLE_CREDIT_BYTES} in all: credit idle
+   * peers hold cannot be taken back when they all start sending at once.
    */
   public long maxCreditBytes(Messages messages) {
     if (!reports()) {
@@ -219,14 +245,20 @@ public final class ReadBudget {
       if (loan != null) {
         loan.repay();
       }
+      capAt(0);
+      int connections = Math.max(1, process.connections());
       // Credit granted pins up to a quarter more than it carries.
-      long room = process.roomBytes() * 4 / 5 / Math.max(1, process.connections());
+      if (messages.remainingBytes() == 0) {
+        long room = process.idleRoomBytes() * 4 / 5 / connections;
+        return Math.max(credit + room, IDLE_CREDIT_BYTES);
+      }
+      long room = process.roomBytes() * 4 / 5 / connections;
       return credit + Math.max(room, MIN_ROOM_BYTES);
     }
     if (loan == null) {
       loan = new Loan(process);
     }
-    return loan.cap(messages, trackedBytes, credit);
+    return capAt(loan.cap(messages, trackedBytes, credit));
   }
 
   /**
@@ -238,6 +270,9 @@ public final class ReadBudget {
     if (loan != null && !left) {
       loan.keepForHeld(trackedBytes);
     }
+    if (process != null && !left) {
+      capAt(0);
+    }
   }
 
   /** This connection's turn for a loan. */
@@ -248,6 +283,11 @@ public final class ReadBudget {
   /** True while this connection waits for a loan in turn. */
   boolean queued() {
     return loan != null && loan.queued();
+  }
+
+  /** What the peer may still be granted past its credit under its cap, as last reported. */
+  long promisedBytes() {
+    return promised;
   }
 
   /** What the process's budget lends this connection now. */
@@ -337,12 +377,15 @@ public final class ReadBudget {
       left = true;
       if (joined) {
         process.addCredit(-credit);
+        process.addPromised(-promised);
         if (loan != null) {
           loan.repay();
         }
         process.leave();
       }
       credit = 0;
+      cap = 0;
+      promised = 0;
     }
   }
 

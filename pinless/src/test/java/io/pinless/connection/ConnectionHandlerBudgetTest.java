@@ -203,16 +203,24 @@ class ConnectionHandlerBudgetTest {
 
   /** A connection whose peer's credit is capped by a pressed process budget. */
   private static final class Capped {
-    final ProcessBudget process = new ProcessBudget(200_000);
+    final ProcessBudget process;
     /**
      * Another connection's credit presses the process before this connection starts, which then
      * may have no more credit than its first window.
      */
-    final ReadBudget other = new ReadBudget(1 << 30, process);
-    final ReadBudget budget = new ReadBudget(1 << 30, process);
+    final ReadBudget other;
+    final ReadBudget budget;
     final EmbeddedChannel ch = new EmbeddedChannel();
 
     Capped() {
+      this(200_000);
+    }
+
+    /** With a process budget of {@code limit}, which the other connection's credit presses. */
+    Capped(long limit) {
+      process = new ProcessBudget(limit);
+      other = new ReadBudget(1 << 30, process);
+      budget = new ReadBudget(1 << 30, process);
       other.credit(110_000);
       ConnectionHandler connection =
           new ConnectionHandler(budget, false, ReadPolicy.MAX_READ_BYTES);
@@ -274,7 +282,8 @@ class ConnectionHandlerBudgetTest {
 
   @Test
   void anIdleCappedConnectionLooksAgainBackingOffAndStillSendsOnceThereIsRoom() {
-    Capped capped = new Capped();
+    // Alone, this connection commits under a quarter of the limit: even idle, it gets more.
+    Capped capped = new Capped(400_000);
     capped.ch.writeAndFlush(windowUpdate(0, 4000));
     assertEquals(0, capped.advance(5000), "withheld while the process is pressed");
     capped.other.releaseAll(); // room: the process is no longer pressed

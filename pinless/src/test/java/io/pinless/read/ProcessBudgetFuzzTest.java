@@ -14,10 +14,12 @@ import java.util.List;
  * Property: for any sequence of connections tracking and releasing buffers, reporting credit,
  * asking for their credit cap with any messages under way (continuing or new) as time passes,
  * sweeping and ending, the process's sums equal what the connections report; loans are all or
- * nothing and within the overdraft and, while anything is lent, within what may still be committed;
- * a message is covered only in its connection's turn; a pressed cap leaves a connection within its
- * fair share and its loan, or what its covered messages need, and never under that; and once
- * everything is released and every connection ended, nothing is counted and nobody waits.
+ * nothing and within the overdraft and, while anything is lent, within what may still be committed
+ * past what caps promise; an idle connection of an unpressed process gets credit only under the
+ * idle threshold; a message is covered only in its connection's turn; a pressed cap leaves a
+ * connection within its fair share and its loan, or what its covered messages need, and never
+ * under that; and once everything is released and every connection ended, nothing is counted and
+ * nobody waits.
  */
 class ProcessBudgetFuzzTest {
   private static final int MAX_OPS = 96;
@@ -66,6 +68,7 @@ class ProcessBudgetFuzzTest {
     assertEquals(0, process.heldBytes(), "released and ended: nothing held");
     assertEquals(0, process.creditBytes(), "nor owed");
     assertEquals(0, process.overdraftBytes(), "nor lent");
+    assertEquals(0, process.promisedBytes(), "nor promised");
     assertEquals(0, process.connections());
     assertEquals(0, process.waitingConnections(), "nor waits");
   }
@@ -129,6 +132,7 @@ class ProcessBudgetFuzzTest {
     long loanBefore = c.budget.loanBytes();
     long lentBefore = process.overdraftBytes();
     long committedBefore = process.committedBytes();
+    long promisedBefore = process.promisedBytes();
     boolean coveredBefore = c.messages.covered;
     long share = process.fairShareBytes();
     long cap = c.budget.maxCreditBytes(c.messages);
@@ -142,19 +146,30 @@ class ProcessBudgetFuzzTest {
     long withinShare = Math.max(0, process.fairShareBytes() + loan - tracked);
     if (!pressed) {
       assertEquals(0, loan, "not pressed, no loan");
+      assertEquals(0, c.budget.promisedBytes(), "not pressed, nothing promised");
+      if (c.messages.remainingBytes() == 0) {
+        long idleRoom = process.idleRoomBytes() * 4 / 5 / process.connections();
+        assertEquals(Math.max(c.credit + idleRoom, ReadBudget.IDLE_CREDIT_BYTES), cap,
+            "not pressed and idle: its part of the room under the idle threshold, or HTTP/2's "
+                + "first window");
+        return;
+      }
       assertTrue(cap >= c.credit && cap <= c.credit + Math.max(room, ReadBudget.MIN_ROOM_BYTES),
           "not pressed, its credit and at most its part of the room " + room + ": " + cap);
       return;
     }
+    assertEquals(Math.max(0, cap - c.credit), c.budget.promisedBytes(),
+        "pressed, what its cap allows past its credit is promised");
     long covered = c.messages.coveredBytes();
     long wanted = Math.max(0, tracked + covered * 5 / 4 - share);
     assertTrue(loan == wanted || loan == loanBefore && wanted > loanBefore,
         "a loan is all that is wanted or unchanged: " + loanBefore + " -> " + loan + ", wanted "
             + wanted);
     long fresh = loan - Math.max(loanBefore, Math.max(0, tracked - share));
-    assertTrue(lentBefore == 0 || fresh <= 0 || committedBefore + fresh <= process.limitBytes(),
-        "with something lent, a loan for bytes to come keeps what is committed within the limit: "
-            + committedBefore + " + " + fresh);
+    assertTrue(lentBefore == 0 || fresh <= 0
+        || committedBefore + promisedBefore * 5 / 4 + fresh <= process.limitBytes(),
+        "with something lent, a loan for bytes to come keeps what is committed and promised "
+            + "within the limit: " + committedBefore + " + " + promisedBefore + " + " + fresh);
     if (!coveredBefore && c.messages.covered) {
       for (Connection o : connections) {
         assertTrue(o == c || !o.budget.queued() || o.budget.turn() >= c.budget.turn() - 1,
@@ -174,13 +189,16 @@ class ProcessBudgetFuzzTest {
     long held = 0;
     long credit = 0;
     long loans = 0;
+    long promised = 0;
     for (Connection c : connections) {
       held += c.budget.trackedBytes();
       loans += c.budget.loanBytes();
+      promised += c.budget.promisedBytes();
       if (!c.ended) {
         credit += c.credit;
       }
     }
+    assertEquals(promised, process.promisedBytes(), "promised credit is the connections' sum");
     assertEquals(held, process.heldBytes(), "held bytes are the connections' sum");
     assertEquals(credit, process.creditBytes(), "credit is the live connections' sum");
     assertEquals(loans, process.overdraftBytes(), "the overdraft is the loans' sum");

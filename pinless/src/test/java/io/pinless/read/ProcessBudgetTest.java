@@ -168,7 +168,7 @@ class ProcessBudgetTest {
     hold(big, 30_000);
     hold(small, 10_000);
     assertFalse(process.isPressed(), "40,000 is not over half the limit");
-    assertEquals(ReadBudget.MIN_ROOM_BYTES, big.maxCreditBytes(new Need(0)),
+    assertEquals(ReadBudget.MIN_ROOM_BYTES, big.maxCreditBytes(new Need(1)),
         "not pressed: its part of the 10,000 left below half the limit, at least a frame");
 
     hold(big, 50_000);
@@ -373,10 +373,40 @@ class ProcessBudgetTest {
         "with a loan out, b's would commit past the limit: b's message waits, with its share");
     assertFalse(second.covered);
     assertEquals(30_000, process.overdraftBytes());
+    assertEquals(56_000, process.promisedBytes(),
+        "a's loan and b's share: credit not yet sent to their peers");
     idle.credit(56_000);
-    assertEquals(40_000, b.maxCreditBytes(second), "the idle peer used 24,000 of its credit, "
-        + "which the application released: now b's loan fits");
+    assertEquals(16_000, b.maxCreditBytes(second), "the idle peer used 24,000 of its credit, "
+        + "which the application released; a's peer is yet to be sent the credit of its loan");
+    a.credit(40_000);
+    assertEquals(16_000, process.promisedBytes(), "a's is sent: now it counts as credit");
+    first.remaining = 0;
+    a.credit(0);
+    assertEquals(16_000, a.maxCreditBytes(first),
+        "a's message arrived and was released: its share, less a fifth");
+    assertEquals(0, process.overdraftBytes(), "its loan repaid");
+    assertEquals(40_000, b.maxCreditBytes(second), "now b's loan goes");
     assertTrue(second.covered);
+  }
+
+  @Test
+  void anIdleConnectionIsGrantedPastHttp2sFirstWindowOnlyUnderAQuarterOfTheLimit() {
+    ProcessBudget process = new ProcessBudget(1 << 20);
+    ReadBudget first = budget(process);
+    first.credit(65_535);
+    long room = (process.limitBytes() / 4 - 65_535 * 5 / 4) * 4 / 5;
+    assertEquals(65_535 + room, first.maxCreditBytes(new Need(0)),
+        "alone, with no message under way: its part of the room under a quarter of the limit");
+    first.credit(65_535 + room);
+    ReadBudget second = budget(process);
+    second.credit(65_535);
+    assertFalse(process.isPressed());
+    assertEquals(65_535, second.maxCreditBytes(new Need(0)), "the first peer's credit fills the "
+        + "quarter: an idle peer gets no more than HTTP/2's first window, which all peers hold");
+    second.credit(1000);
+    assertEquals(65_535, second.maxCreditBytes(new Need(0)), "and can always start a message");
+    assertTrue(second.maxCreditBytes(new Need(100_000)) > 65_535,
+        "a message under way gets its part of the room under half the limit");
   }
 
   @Test
