@@ -9,7 +9,8 @@ package io.pinless.read;
  * ProcessBudget#queue}): once a loan has covered a connection's messages, its next message waits
  * behind the connections that have had fewer turns, so messages complete round by round across
  * connections and not connection by connection. Covered messages get all they still need,
- * while they receive something at least every {@link ProcessBudget#STALLED_LOAN_NANOS}.
+ * while they receive a frame's bytes, or the rest, at least every {@link
+ * ProcessBudget#STALLED_LOAN_NANOS}.
  *
  * <p>Invariant: {@link #bytes} is what the process's overdraft counts for this connection, and the
  * connection waits in the process's queue exactly while {@link #queued}, at {@link #turn}.
@@ -21,9 +22,9 @@ final class Loan {
   private long bytes;
   private long turn;
   private boolean queued;
-  /** The covered bytes still to come when last changed; 0 with none covered. */
+  /** The covered bytes still to come at the last progress; 0 with none covered. */
   private long coveredSeen;
-  /** When the covered messages last received something ({@link ProcessBudget#nanoTime}). */
+  /** When the covered messages last made progress ({@link ProcessBudget#nanoTime}). */
   private long progressAt;
 
   Loan(ProcessBudget process) {
@@ -85,9 +86,11 @@ final class Loan {
   }
 
   /**
-   * True when the covered messages have received nothing for {@link
+   * True when the covered messages have received less than a frame ({@link
+   * ReadBudget#MIN_ROOM_BYTES}, or the rest when less) in {@link
    * ProcessBudget#STALLED_LOAN_NANOS}: their loan is then taken back and they wait for a turn
-   * again, so a peer that claims a message and goes silent does not hold the overdraft for good.
+   * again, so a peer that claims a message and then goes silent, or sends a byte at a time, does
+   * not hold the overdraft for good.
    */
   private boolean stalled(long covered) {
     if (covered == 0) {
@@ -95,7 +98,9 @@ final class Loan {
       return false;
     }
     long now = process.nanoTime();
-    if (covered != coveredSeen) {
+    // A frame's bytes, or the rest when less, count as progress: a trickle does not.
+    if (covered > coveredSeen
+        || coveredSeen - covered >= Math.min(ReadBudget.MIN_ROOM_BYTES, coveredSeen)) {
       coveredSeen = covered;
       progressAt = now;
       return false;

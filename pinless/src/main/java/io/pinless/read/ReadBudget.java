@@ -262,11 +262,15 @@ public final class ReadBudget {
   }
 
   /**
-   * The connection's credit is capped no more (its writes can no longer be followed): its loan is
-   * kept only for what it holds past its share, and it leaves the queue, so that neither waits on
-   * a connection that will not ask again.
+   * The connection's credit is capped no more (its writes can no longer be followed): its loan
+   * covers only what it holds past its share (while the process is pressed, even if it never
+   * borrowed), and it leaves the queue, so that neither waits on a connection that will not ask
+   * again.
    */
   public void stopCapping() {
+    if (loan == null && processPressed()) {
+      loan = new Loan(process);
+    }
     if (loan != null && !left) {
       loan.keepForHeld(trackedBytes);
     }

@@ -294,6 +294,18 @@ class ProcessBudgetTest {
   }
 
   @Test
+  void aConnectionCappedNoMoreThatNeverBorrowedBorrowsForWhatItHoldsPastItsShare() {
+    ProcessBudget process = new ProcessBudget(120_000);
+    ReadBudget[] three = three(process, 50_000);
+    ReadBudget a = three[0];
+    hold(a, 25_000);
+    assertTrue(process.isPressed());
+    a.stopCapping();
+    assertEquals(5_000, process.overdraftBytes(), "what it holds past its share of 20,000 is "
+        + "lent, as for a connection that asked for its cap before");
+  }
+
+  @Test
   void aLoanWhoseMessageReceivesNothingForFiveSecondsIsTakenBackAndItWaitsItsTurnAgain() {
     long[] now = {0};
     ProcessBudget process = new ProcessBudget(120_000, () -> now[0]);
@@ -317,6 +329,32 @@ class ProcessBudgetTest {
     now[0] += ProcessBudget.STALLED_LOAN_NANOS;
     assertEquals(20_000, steady.maxCreditBytes(other),
         "28,000 came within 5 s: the message keeps what it still needs");
+    assertTrue(other.covered);
+  }
+
+  @Test
+  void aLoanWhoseMessageReceivesLessThanAFrameInFiveSecondsIsTakenBack() {
+    long[] now = {0};
+    ProcessBudget process = new ProcessBudget(120_000, () -> now[0]);
+    ReadBudget[] three = three(process, 50_000);
+    ReadBudget trickle = three[0];
+    ReadBudget steady = three[1];
+    Need claimed = new Need(40_000);
+    assertEquals(40_000, trickle.maxCreditBytes(claimed), "covered: a loan of 30,000");
+    Need other = new Need(48_000);
+    assertEquals(16_000, steady.maxCreditBytes(other), "40,000 wanted, 30,000 left: it waits");
+    now[0] += ProcessBudget.STALLED_LOAN_NANOS - 1;
+    claimed.remaining = 39_000;
+    assertEquals(39_000, trickle.maxCreditBytes(claimed), "1,000 came: not yet 5 s");
+    now[0] += 1;
+    claimed.remaining = 38_000;
+    assertEquals(16_000, trickle.maxCreditBytes(claimed), "2,000 in 5 s, under a frame "
+        + ReadBudget.MIN_ROOM_BYTES + ": the loan is taken back, as from a peer sending nothing");
+    assertFalse(claimed.covered);
+    assertEquals(48_000, steady.maxCreditBytes(other), "the other's turn");
+    other.remaining = 20_000;
+    now[0] += ProcessBudget.STALLED_LOAN_NANOS;
+    assertEquals(20_000, steady.maxCreditBytes(other), "28,000 came in 5 s: it keeps its loan");
     assertTrue(other.covered);
   }
 
