@@ -65,7 +65,8 @@ public abstract class RecordFraming {
   /**
    * 32 KiB: the largest records opened in place from a ring's reads. Reads end where data has
    * arrived, often inside a record, and each cut costs the record a copy: TLS's 16 KiB records
-   * stay under 5% of the bytes, ALTS's 128 KiB ones do not.
+   * stay under 5% of the bytes, ALTS's 128 KiB ones do not (an ALTS end reading from a ring asks
+   * for 16 KiB records).
    */
   public static final int RING_RECORD_BYTES = 32 * 1024;
 
@@ -449,8 +450,8 @@ public abstract class RecordFraming {
     logger.log(Level.WARNING, "pinless: records of {0} bytes are read from an io_uring "
         + "provided-buffer ring of {1}-byte buffers. The kernel sizes those reads, and a record "
         + "a read cuts is copied, not opened in place: a ring opens records in place only with "
-        + "buffers of at least {2} bytes and records of at most {3} bytes (TLS''s). Read ALTS "
-        + "channels without a ring (no IO_URING_BUFFER_GROUP_ID).", new Object[] {
+        + "buffers of at least {2} bytes and records of at most {3} bytes (TLS''s, and ALTS''s "
+        + "when either end reads from a ring).", new Object[] {
             Integer.toString(largestRecordBytes), Integer.toString(ring),
             Integer.toString(RING_BUFFER_BYTES), Integer.toString(RING_RECORD_BYTES)});
   }

@@ -2,6 +2,7 @@ package io.pinless.testing;
 
 import io.grpc.netty.NettyChannelBuilder;
 import io.grpc.netty.NettyServerBuilder;
+import io.netty.bootstrap.Bootstrap;
 import io.netty.buffer.PooledByteBufAllocator;
 import io.netty.channel.Channel;
 import io.netty.channel.EventLoopGroup;
@@ -120,5 +121,10 @@ public final class NettyTransports {
   /** Returns {@code builder}: Netty 4.1 has no provided-buffer ring. */
   public static NettyChannelBuilder useRing(NettyChannelBuilder builder, Socket socket) {
     return builder;
+  }
+
+  /** Returns {@code bootstrap}: Netty 4.1 has no provided-buffer ring. */
+  public static Bootstrap useRing(Bootstrap bootstrap, Socket socket) {
+    return bootstrap;
   }
 }

@@ -2,6 +2,7 @@ package io.pinless.testing;
 
 import io.grpc.netty.NettyChannelBuilder;
 import io.grpc.netty.NettyServerBuilder;
+import io.netty.bootstrap.Bootstrap;
 import io.netty.buffer.PooledByteBufAllocator;
 import io.netty.channel.Channel;
 import io.netty.channel.EventLoopGroup;
@@ -154,5 +155,12 @@ public final class NettyTransports {
     return socket == Socket.IO_URING_RING
         ? builder.withOption(IoUringChannelOption.IO_URING_BUFFER_GROUP_ID, RING_GROUP)
         : builder;
+  }
+
+  /** Has a client bootstrap's channel read from the ring when {@code socket} has one. */
+  public static Bootstrap useRing(Bootstrap bootstrap, Socket socket) {
+    return socket == Socket.IO_URING_RING
+        ? bootstrap.option(IoUringChannelOption.IO_URING_BUFFER_GROUP_ID, RING_GROUP)
+        : bootstrap;
   }
 }

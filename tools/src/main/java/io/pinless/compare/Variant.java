@@ -143,7 +143,7 @@ enum Variant {
   }
 
   /**
-   * The buffers of this variant's io_uring ring: for ALTS and TLS the README's 2 MiB, so TLS
+   * The buffers of this variant's io_uring ring: for ALTS and TLS the README's 2 MiB, so their
    * records are opened in place from its reads; for plaintext the read policy's 48 KiB.
    */
   int ringBufferBytes() {
