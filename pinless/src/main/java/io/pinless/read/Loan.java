@@ -112,10 +112,18 @@ final class Loan {
     return true;
   }
 
-  /** Repays the loan and leaves the queue: the budget is not pressed, or the connection ended. */
-  void repay() {
+  /**
+   * Repays the loan and leaves the queue: the budget is not pressed, or the connection ended.
+   *
+   * @return true if the loan covered messages under way: the caller uncovers them, so that they
+   *     borrow again only in turn when the budget is next pressed
+   */
+  boolean repay() {
     bytes = process.overdraft(bytes, 0, 0);
     dequeue(false);
+    boolean covered = coveredSeen > 0;
+    coveredSeen = 0;
+    return covered;
   }
 
   /**

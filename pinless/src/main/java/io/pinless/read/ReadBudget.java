@@ -242,8 +242,8 @@ public final class ReadBudget {
       return Long.MAX_VALUE;
     }
     if (!process.isPressed()) {
-      if (loan != null) {
-        loan.repay();
+      if (loan != null && loan.repay()) {
+        messages.uncoverAll();
       }
       capAt(0);
       int connections = Math.max(1, process.connections());

@@ -448,6 +448,23 @@ class ProcessBudgetTest {
   }
 
   @Test
+  void aLoanRepaidOnceTheBudgetIsNoLongerPressedCoversItsMessagesNoMore() {
+    ProcessBudget process = new ProcessBudget(120_000);
+    ReadBudget[] three = three(process, 80_000);
+    ReadBudget a = three[0];
+    ReadBudget idle = three[2];
+    Need message = new Need(40_000);
+    assertEquals(40_000, a.maxCreditBytes(message));
+    assertTrue(message.covered);
+    idle.credit(0);
+    assertFalse(process.isPressed());
+    a.maxCreditBytes(message);
+    assertEquals(0, process.overdraftBytes(), "not pressed: the loan is repaid");
+    assertFalse(message.covered,
+        "and its message uncovered: pressed again, it borrows only in its turn");
+  }
+
+  @Test
   void anIdleConnectionOfAPressedProcessGetsNoCreditPastAFrame() {
     ProcessBudget process = new ProcessBudget(1 << 20);
     ReadBudget idle = budget(process);
