@@ -439,6 +439,30 @@ class AltsIntegrationTest {
   }
 
   @Test
+  void endsGivenEachOthersFrameSizesBothUseTheSmaller() throws Exception {
+    // A handshaker may give each end the frame size the peer asked for: here the client learns
+    // 1 MiB and the server 128 KiB. Records the client sealed past 128 KiB would fail the server.
+    Server clientFake = fakeHandshaker(HandshakerResp.newBuilder()
+        .setResult(goodResult().setMaxFrameSize(1 << 20)).build());
+    Server serverFake = fakeHandshaker(HandshakerResp.newBuilder()
+        .setResult(goodResult().setMaxFrameSize(128 * 1024)).build());
+    Server server = server(
+        PinlessServerCredentials.altsBuilder().handshakerAddress(address(serverFake)).build());
+    ManagedChannel channel = channel(server,
+        PinlessChannelCredentials.altsBuilder().handshakerAddress(address(clientFake)).build());
+    try {
+      unaryAtSizes(channel, 1 << 20);
+      PinlessAltsContext context = contextsSeen.peek();
+      assertNotNull(context);
+      assertEquals(128 * 1024, context.maxFrameSize(), "the server's: the smaller it was given");
+    } finally {
+      close(channel, server);
+      serverFake.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+      clientFake.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+    }
+  }
+
+  @Test
   void aHandshakerThatAnswersNonsenseIsUnavailableWithTheReason() throws Exception {
     Object[][] cases = {
       {HandshakerResp.newBuilder().setResult(goodResult().setRecordProtocol("ALTSRP_BOGUS")),

@@ -106,6 +106,8 @@ public final class AltsHandshakeHandler extends ChannelInboundHandlerAdapter {
   private ClientCall<HandshakerReq, HandshakerResp> call;
   private StreamObserver<HandshakerReq> requests;
   private boolean started;
+  /** The frame size this end asked the handshaker for, once started. */
+  private int askedFrameSize = PREFERRED_FRAME_SIZE;
   /**
    * A request of this handshake holds a {@link HandshakerCalls} slot. Set on the thread that
    * grants it, cleared by whichever thread releases it first: the event loop, or gRPC's when a
@@ -226,13 +228,14 @@ public final class AltsHandshakeHandler extends ChannelInboundHandlerAdapter {
 
   private void startClient() {
     started = true;
+    askedFrameSize = frameSizeToAsk();
     StartClientHandshakeReq.Builder start =
         StartClientHandshakeReq.newBuilder()
             .setHandshakeSecurityProtocol(HandshakeProtocol.ALTS)
             .addApplicationProtocols(HandshakerProtocol.APPLICATION_PROTOCOL)
             .addRecordProtocols(HandshakerProtocol.RECORD_PROTOCOL_REKEY)
             .setRpcVersions(RPC_VERSIONS)
-            .setMaxFrameSize(frameSizeToAsk());
+            .setMaxFrameSize(askedFrameSize);
     for (String account : targetServiceAccounts) {
       start.addTargetIdentities(Identity.newBuilder().setServiceAccount(account));
     }
@@ -241,6 +244,7 @@ public final class AltsHandshakeHandler extends ChannelInboundHandlerAdapter {
 
   private void startServer() {
     started = true;
+    askedFrameSize = frameSizeToAsk();
     ByteString in = takeUnsent();
     send(
         HandshakerReq.newBuilder()
@@ -254,7 +258,7 @@ public final class AltsHandshakeHandler extends ChannelInboundHandlerAdapter {
                             .build())
                     .setInBytes(in)
                     .setRpcVersions(RPC_VERSIONS)
-                    .setMaxFrameSize(frameSizeToAsk()))
+                    .setMaxFrameSize(askedFrameSize))
             .build(),
         in);
   }
@@ -399,12 +403,15 @@ public final class AltsHandshakeHandler extends ChannelInboundHandlerAdapter {
           + "', which pinless does not support");
       return;
     }
-    int frameSize = result.getMaxFrameSize() == 0 ? DEFAULT_FRAME_SIZE : result.getMaxFrameSize();
-    if (frameSize < DEFAULT_FRAME_SIZE || frameSize > MAX_FRAME_SIZE) {
-      fail("the handshake chose a frame size of " + frameSize + " bytes, outside ["
+    int chosen = result.getMaxFrameSize() == 0 ? DEFAULT_FRAME_SIZE : result.getMaxFrameSize();
+    if (chosen < DEFAULT_FRAME_SIZE || chosen > MAX_FRAME_SIZE) {
+      fail("the handshake chose a frame size of " + chosen + " bytes, outside ["
           + DEFAULT_FRAME_SIZE + ", " + MAX_FRAME_SIZE + "]");
       return;
     }
+    // A handshaker may give each end the size the peer asked for (grpc-core and grpc-java read
+    // it so): the smaller of that and this end's own is what both ends then use.
+    int frameSize = Math.min(chosen, askedFrameSize);
     byte[] key = result.getKeyData().toByteArray();
     if (key.length < protocol.keyLength()) {
       fail("the handshake gave " + key.length + " bytes of key data; " + protocol + " needs "
