@@ -114,6 +114,7 @@ public final class InboundMessages implements ReadBudget.Messages {
   }
 
   /** DATA bytes (padding included) the peer has sent on the connection. */
+  @Override
   public long dataBytes() {
     return dataBytes;
   }

@@ -45,8 +45,9 @@ public final class ReadBudget {
    */
   static final long MIN_ROOM_BYTES = 16 * 1024;
   /**
-   * The credit a connection with no message under way may always be brought back to: HTTP/2's
-   * initial window, which every peer holds at the start anyway, so that it can start a message.
+   * The credit an idle connection may always be brought back to while the process's budget is
+   * not pressed: HTTP/2's initial window, which every peer holds at the start anyway, so that it
+   * can start a message.
    */
   static final long IDLE_CREDIT_BYTES = 65_535;
   /** The table's first size. */
@@ -65,6 +66,9 @@ public final class ReadBudget {
 
     /** No loan covers any message under way any more. */
     void uncoverAll();
+
+    /** The DATA bytes the peer has sent on the connection, in all. */
+    long dataBytes();
   }
 
   private final long limitBytes;
@@ -72,12 +76,16 @@ public final class ReadBudget {
   private final ProcessBudget process;
   /** The credit last reported to {@link #process}. */
   private long credit;
+  /** {@link Messages#dataBytes} when last asked for the cap. */
+  private long dataSeen;
   /** The cap last set on the peer's credit while pressed; 0 while not capped so. */
   private long cap;
   /** What the peer may still be granted under {@link #cap}, as last reported to the process. */
   private long promised;
   /** What {@link #process} lends this connection past its fair share; made when first pressed. */
   private Loan loan;
+  /** Its credit is capped no more ({@link #stopCapping}): sweeps shrink its loan. */
+  private boolean uncapped;
   /** This budget is one of {@link #process}'s connections: it reported there. */
   private boolean joined;
   /** The connection left {@link #process}'s connections: it ended. */
@@ -233,14 +241,20 @@ public final class ReadBudget {
    * no loan, and this connection's part of the room below the pressed threshold ({@link
    * ProcessBudget#roomBytes}), at least {@link #MIN_ROOM_BYTES}, so that connections granting at
    * once pass it by little (a share, larger while few connections report, could together pass it
-   * by far). With no message under way, its part of the room below the idle threshold ({@link
-   * ProcessBudget#idleRoomBytes}), and at least {@link #IDLE_CREDIT_BYTES} in all: credit idle
-   * peers hold cannot be taken back when they all start sending at once.
+   * by far). Idle (no message under way, and no DATA since the last ask), its part of the room
+   * below the idle threshold ({@link ProcessBudget#idleRoomBytes}), and at least {@link
+   * #IDLE_CREDIT_BYTES} in all: credit idle peers hold cannot be taken back when they all start
+   * sending at once.
    */
   public long maxCreditBytes(Messages messages) {
     if (!reports()) {
       return Long.MAX_VALUE;
     }
+    // Between small messages a busy connection has none under way: DATA since the last ask
+    // shows it busy.
+    long data = messages.dataBytes();
+    boolean idle = messages.remainingBytes() == 0 && data == dataSeen;
+    dataSeen = data;
     if (!process.isPressed()) {
       if (loan != null && loan.repay()) {
         messages.uncoverAll();
@@ -248,7 +262,7 @@ public final class ReadBudget {
       capAt(0);
       int connections = Math.max(1, process.connections());
       // Credit granted pins up to a quarter more than it carries.
-      if (messages.remainingBytes() == 0) {
+      if (idle) {
         long room = process.idleRoomBytes() * 4 / 5 / connections;
         return Math.max(credit + room, IDLE_CREDIT_BYTES);
       }
@@ -264,10 +278,11 @@ public final class ReadBudget {
   /**
    * The connection's credit is capped no more (its writes can no longer be followed): its loan
    * covers only what it holds past its share (while the process is pressed, even if it never
-   * borrowed), and it leaves the queue, so that neither waits on a connection that will not ask
-   * again.
+   * borrowed), shrinking at each sweep as the application releases, and it leaves the queue, so
+   * that neither waits on a connection that will not ask again.
    */
   public void stopCapping() {
+    uncapped = true;
     if (loan == null && processPressed()) {
       loan = new Loan(process);
     }
@@ -353,6 +368,10 @@ public final class ReadBudget {
       Metric.TRACKED_BYTES.add(-released);
       if (process != null) {
         process.remove(released);
+      }
+      if (uncapped && loan != null && !left) {
+        // Nobody asks for this connection's cap any more: its loan follows what it holds.
+        loan.keepForHeld(trackedBytes);
       }
     }
     count = kept;

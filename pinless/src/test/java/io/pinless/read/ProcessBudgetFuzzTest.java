@@ -31,6 +31,8 @@ class ProcessBudgetFuzzTest {
     long credit;
     boolean ended;
     ProcessBudgetTest.Need messages = new ProcessBudgetTest.Need(0);
+    /** The DATA bytes its budget saw when it last asked for its cap. */
+    long dataSeen;
 
     Connection(ProcessBudget process) {
       budget = new ReadBudget(Long.MAX_VALUE, process);
@@ -100,11 +102,13 @@ class ProcessBudgetFuzzTest {
       case 4:
         if (!c.ended) {
           long need = data.consumeLong(0, 2 * limit);
+          long sent = c.messages.data + data.consumeInt(0, 1 << 16);
           if (data.consumeBoolean()) {
             c.messages = new ProcessBudgetTest.Need(need);
           } else {
             c.messages.remaining = need;
           }
+          c.messages.data = sent;
           askForCredit(process, c, connections);
         }
         break;
@@ -134,6 +138,8 @@ class ProcessBudgetFuzzTest {
     long committedBefore = process.committedBytes();
     long promisedBefore = process.promisedBytes();
     boolean coveredBefore = c.messages.covered;
+    boolean idle = c.messages.remainingBytes() == 0 && c.messages.data == c.dataSeen;
+    c.dataSeen = c.messages.data;
     long share = process.fairShareBytes();
     long cap = c.budget.maxCreditBytes(c.messages);
     boolean pressed = process.isPressed();
@@ -147,7 +153,7 @@ class ProcessBudgetFuzzTest {
     if (!pressed) {
       assertEquals(0, loan, "not pressed, no loan");
       assertEquals(0, c.budget.promisedBytes(), "not pressed, nothing promised");
-      if (c.messages.remainingBytes() == 0) {
+      if (idle) {
         long idleRoom = process.idleRoomBytes() * 4 / 5 / process.connections();
         assertEquals(Math.max(c.credit + idleRoom, ReadBudget.IDLE_CREDIT_BYTES), cap,
             "not pressed and idle: its part of the room under the idle threshold, or HTTP/2's "

@@ -33,6 +33,8 @@ class ProcessBudgetTest {
   static final class Need implements ReadBudget.Messages {
     long remaining;
     boolean covered;
+    /** DATA bytes sent on the connection in all. */
+    long data;
 
     Need(long remaining) {
       this.remaining = remaining;
@@ -56,6 +58,11 @@ class ProcessBudgetTest {
     @Override
     public void uncoverAll() {
       covered = false;
+    }
+
+    @Override
+    public long dataBytes() {
+      return data;
     }
   }
 
@@ -303,6 +310,10 @@ class ProcessBudgetTest {
     a.stopCapping();
     assertEquals(5_000, process.overdraftBytes(), "what it holds past its share of 20,000 is "
         + "lent, as for a connection that asked for its cap before");
+    held.forEach(ByteBuf::release);
+    held.clear();
+    a.sweep();
+    assertEquals(0, process.overdraftBytes(), "released: the loan is repaid at the sweep");
   }
 
   @Test
@@ -442,7 +453,12 @@ class ProcessBudgetTest {
     assertEquals(65_535, second.maxCreditBytes(new Need(0)), "the first peer's credit fills the "
         + "quarter: an idle peer gets no more than HTTP/2's first window, which all peers hold");
     second.credit(1000);
-    assertEquals(65_535, second.maxCreditBytes(new Need(0)), "and can always start a message");
+    Need between = new Need(0);
+    assertEquals(65_535, second.maxCreditBytes(between), "and can always start a message");
+    between.data = 64_535;
+    assertTrue(second.maxCreditBytes(between) > 65_535, "DATA came since it last asked: between "
+        + "small messages, a busy connection gets its part of the room under half the limit");
+    assertEquals(65_535, second.maxCreditBytes(between), "none since: idle");
     assertTrue(second.maxCreditBytes(new Need(100_000)) > 65_535,
         "a message under way gets its part of the room under half the limit");
   }
