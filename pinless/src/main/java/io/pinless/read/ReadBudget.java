@@ -78,7 +78,7 @@ public final class ReadBudget {
   private long credit;
   /** {@link Messages#dataBytes} when last asked for the cap. */
   private long dataSeen;
-  /** The cap last set on the peer's credit while pressed; 0 while not capped so. */
+  /** The most the peer may be granted in all while pressed, as promised; 0 while not capped so. */
   private long cap;
   /** What the peer may still be granted under {@link #cap}, as last reported to the process. */
   private long promised;
@@ -227,11 +227,13 @@ public final class ReadBudget {
     promised = next;
   }
 
-  /** Caps the peer's credit at {@code bytes} (0: not capped by a loan or share), and says so. */
-  private long capAt(long bytes) {
+  /**
+   * Reports that the peer may be granted up to {@code bytes} in all (0: it is not capped by a
+   * share or loan, and nothing is promised).
+   */
+  private void promiseUpTo(long bytes) {
     cap = bytes;
     promise();
-    return bytes;
   }
 
   /**
@@ -259,7 +261,7 @@ public final class ReadBudget {
       if (loan != null && loan.repay()) {
         messages.uncoverAll();
       }
-      capAt(0);
+      promiseUpTo(0);
       int connections = Math.max(1, process.connections());
       // Credit granted pins up to a quarter more than it carries.
       if (idle) {
@@ -272,7 +274,12 @@ public final class ReadBudget {
     if (loan == null) {
       loan = new Loan(process);
     }
-    return capAt(loan.cap(messages, trackedBytes, credit));
+    long capped = loan.cap(messages, trackedBytes, credit);
+    // An idle peer's cap rises to what its share leaves the moment a message starts, without a
+    // loan: that is promised too, so that loans leave room for it.
+    long share = Math.max(0, process.fairShareBytes() + loan.bytes() - trackedBytes) * 4 / 5;
+    promiseUpTo(Math.max(capped, share));
+    return capped;
   }
 
   /**
@@ -290,7 +297,7 @@ public final class ReadBudget {
       loan.keepForHeld(trackedBytes);
     }
     if (process != null && !left) {
-      capAt(0);
+      promiseUpTo(0);
     }
   }
 
