@@ -18,6 +18,8 @@ package io.pinless.read;
  * <p>Confined to the connection's event loop.
  */
 final class Loan {
+  /** Covered messages keep their loan receiving at least this share of it per stall period. */
+  static final int PROGRESS_SHARE = 64;
   private final ProcessBudget process;
   private long bytes;
   private long turn;
@@ -86,11 +88,10 @@ final class Loan {
   }
 
   /**
-   * True when the covered messages have received less than a frame ({@link
-   * ReadBudget#MIN_ROOM_BYTES}, or the rest when less) in {@link
+   * True when the covered messages have received less than {@link #progressNeeded} in {@link
    * ProcessBudget#STALLED_LOAN_NANOS}: their loan is then taken back and they wait for a turn
-   * again, so a peer that claims a message and then goes silent, or sends a byte at a time, does
-   * not hold the overdraft for good.
+   * again, so a peer that claims a message and then goes silent, or trickles, does not hold the
+   * overdraft for good.
    */
   private boolean stalled(long covered) {
     if (covered == 0) {
@@ -98,9 +99,7 @@ final class Loan {
       return false;
     }
     long now = process.nanoTime();
-    // A frame's bytes, or the rest when less, count as progress: a trickle does not.
-    if (covered > coveredSeen
-        || coveredSeen - covered >= Math.min(ReadBudget.MIN_ROOM_BYTES, coveredSeen)) {
+    if (covered > coveredSeen || coveredSeen - covered >= progressNeeded(coveredSeen)) {
       coveredSeen = covered;
       progressAt = now;
       return false;
@@ -110,6 +109,16 @@ final class Loan {
     }
     coveredSeen = 0;
     return true;
+  }
+
+  /**
+   * What covered messages with {@code covered} bytes to come must receive per {@link
+   * ProcessBudget#STALLED_LOAN_NANOS} to keep their loan: a {@link #PROGRESS_SHARE}th of them and
+   * at least a frame ({@link ReadBudget#MIN_ROOM_BYTES}), or all of them when fewer. A larger
+   * loan keeps more of the overdraft from others, so its peer must send faster to keep it.
+   */
+  static long progressNeeded(long covered) {
+    return Math.min(covered, Math.max(ReadBudget.MIN_ROOM_BYTES, covered / PROGRESS_SHARE));
   }
 
   /**

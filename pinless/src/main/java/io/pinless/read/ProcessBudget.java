@@ -65,9 +65,9 @@ public final class ProcessBudget {
   /** Connections are refused from this share of the limit until memory falls under the limit. */
   public static final double CONNECTIONS_REFUSED = 1.125;
   /**
-   * A loan whose covered messages receive less than a frame's bytes (or the rest, when less) in
-   * this long is taken back, and they wait for a turn again: a peer that claims a message and
-   * then goes silent, or trickles, holds a loan at most so long.
+   * A loan whose covered messages receive less than a share of it (at least a frame's bytes, or
+   * the rest when less) in this long is taken back, and they wait for a turn again: a peer that
+   * claims a message and then goes silent, or trickles, holds a loan at most so long.
    */
   public static final long STALLED_LOAN_NANOS = TimeUnit.SECONDS.toNanos(5);
   /** One log line per condition per minute at most. */

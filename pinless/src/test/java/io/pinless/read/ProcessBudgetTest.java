@@ -370,6 +370,14 @@ class ProcessBudgetTest {
   }
 
   @Test
+  void aLargerLoanNeedsMoreProgressToBeKept() {
+    assertEquals(ReadBudget.MIN_ROOM_BYTES, Loan.progressNeeded(1 << 20), "1 MiB: a frame");
+    assertEquals(1000, Loan.progressNeeded(1000), "under a frame: all of it");
+    assertEquals((128 << 20) / Loan.PROGRESS_SHARE, Loan.progressNeeded(128 << 20),
+        "128 MiB, nearly a whole overdraft: 2 MiB per 5 s, not a trickle of frames");
+  }
+
+  @Test
   void aStalledLoanGoesFirstToAConnectionWaitingAtTheSameTurn() {
     long[] now = {0};
     ProcessBudget process = new ProcessBudget(120_000, () -> now[0]);
