@@ -451,7 +451,8 @@ public abstract class RecordFraming {
         + "provided-buffer ring of {1}-byte buffers. The kernel sizes those reads, and a record "
         + "a read cuts is copied, not opened in place: a ring opens records in place only with "
         + "buffers of at least {2} bytes and records of at most {3} bytes (TLS''s, and ALTS''s "
-        + "when either end reads from a ring).", new Object[] {
+        + "when an end reads from a ring). Give the ring larger buffers, or read these channels "
+        + "without one (no IO_URING_BUFFER_GROUP_ID).", new Object[] {
             Integer.toString(largestRecordBytes), Integer.toString(ring),
             Integer.toString(RING_BUFFER_BYTES), Integer.toString(RING_RECORD_BYTES)});
   }
