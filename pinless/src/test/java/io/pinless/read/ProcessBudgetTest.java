@@ -14,6 +14,8 @@ import java.util.logging.LogRecord;
 import java.util.logging.Logger;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * {@link ProcessBudget}: what the connections' budgets report, the fair share that slows only the
@@ -316,22 +318,30 @@ class ProcessBudgetTest {
     assertEquals(0, process.overdraftBytes(), "released: the loan is repaid at the sweep");
   }
 
-  @Test
-  void aLoanWhoseMessageReceivesNothingForFiveSecondsIsTakenBackAndItWaitsItsTurnAgain() {
+  /**
+   * A covered message receives {@code trickle} bytes just before 5 s and as many again at 5 s:
+   * nothing, or under a frame ({@link ReadBudget#MIN_ROOM_BYTES}) in all.
+   */
+  @ParameterizedTest
+  @ValueSource(ints = {0, 1_000})
+  void aLoanWhoseMessageReceivesLessThanAFrameInFiveSecondsIsTakenBackAndWaitsItsTurn(
+      int trickle) {
     long[] now = {0};
     ProcessBudget process = new ProcessBudget(120_000, () -> now[0]);
     ReadBudget[] three = three(process, 50_000);
-    ReadBudget silent = three[0];
+    ReadBudget slow = three[0];
     ReadBudget steady = three[1];
     Need claimed = new Need(40_000);
-    assertEquals(40_000, silent.maxCreditBytes(claimed), "covered: a loan of 30,000");
+    assertEquals(40_000, slow.maxCreditBytes(claimed), "covered: a loan of 30,000");
     Need other = new Need(48_000);
     assertEquals(16_000, steady.maxCreditBytes(other), "40,000 wanted, 30,000 left: it waits");
     now[0] += ProcessBudget.STALLED_LOAN_NANOS - 1;
-    assertEquals(40_000, silent.maxCreditBytes(claimed), "nothing came, but not yet for 5 s");
+    claimed.remaining -= trickle;
+    assertEquals(claimed.remaining, slow.maxCreditBytes(claimed), "not yet 5 s");
     now[0] += 1;
-    assertEquals(16_000, silent.maxCreditBytes(claimed),
-        "nothing came for 5 s: the loan is taken back and the message waits behind the other");
+    claimed.remaining -= trickle;
+    assertEquals(16_000, slow.maxCreditBytes(claimed), 2 * trickle + " bytes in 5 s: the loan is "
+        + "taken back and the message waits behind the other");
     assertFalse(claimed.covered);
     assertEquals(0, process.overdraftBytes());
     assertEquals(48_000, steady.maxCreditBytes(other), "the other's turn");
@@ -340,32 +350,6 @@ class ProcessBudgetTest {
     now[0] += ProcessBudget.STALLED_LOAN_NANOS;
     assertEquals(20_000, steady.maxCreditBytes(other),
         "28,000 came within 5 s: the message keeps what it still needs");
-    assertTrue(other.covered);
-  }
-
-  @Test
-  void aLoanWhoseMessageReceivesLessThanAFrameInFiveSecondsIsTakenBack() {
-    long[] now = {0};
-    ProcessBudget process = new ProcessBudget(120_000, () -> now[0]);
-    ReadBudget[] three = three(process, 50_000);
-    ReadBudget trickle = three[0];
-    ReadBudget steady = three[1];
-    Need claimed = new Need(40_000);
-    assertEquals(40_000, trickle.maxCreditBytes(claimed), "covered: a loan of 30,000");
-    Need other = new Need(48_000);
-    assertEquals(16_000, steady.maxCreditBytes(other), "40,000 wanted, 30,000 left: it waits");
-    now[0] += ProcessBudget.STALLED_LOAN_NANOS - 1;
-    claimed.remaining = 39_000;
-    assertEquals(39_000, trickle.maxCreditBytes(claimed), "1,000 came: not yet 5 s");
-    now[0] += 1;
-    claimed.remaining = 38_000;
-    assertEquals(16_000, trickle.maxCreditBytes(claimed), "2,000 in 5 s, under a frame "
-        + ReadBudget.MIN_ROOM_BYTES + ": the loan is taken back, as from a peer sending nothing");
-    assertFalse(claimed.covered);
-    assertEquals(48_000, steady.maxCreditBytes(other), "the other's turn");
-    other.remaining = 20_000;
-    now[0] += ProcessBudget.STALLED_LOAN_NANOS;
-    assertEquals(20_000, steady.maxCreditBytes(other), "28,000 came in 5 s: it keeps its loan");
     assertTrue(other.covered);
   }
 
