@@ -123,6 +123,7 @@ public final class InboundMessages implements ReadBudget.Messages {
    * What the DATA frames of incomplete messages within the limit measure, headers included: the
    * bytes gRPC holds until those messages are whole.
    */
+  @Override
   public long pendingFrameBytes() {
     return pendingFrameBytes;
   }

@@ -69,6 +69,12 @@ public final class ReadBudget {
 
     /** The DATA bytes the peer has sent on the connection, in all. */
     long dataBytes();
+
+    /**
+     * What the DATA frames of the messages under way measure so far: bytes gRPC holds until the
+     * messages are whole, tracked or not yet (a cut frame's piece, a join that waits).
+     */
+    long pendingFrameBytes();
   }
 
   private final long limitBytes;
@@ -274,10 +280,13 @@ public final class ReadBudget {
     if (loan == null) {
       loan = new Loan(process);
     }
-    long capped = loan.cap(messages, trackedBytes, credit);
+    // Bytes of messages under way count even before they are tracked: a cap from the tracked
+    // alone would grant past the share what the connection has already received.
+    long held = Math.max(trackedBytes, messages.pendingFrameBytes());
+    long capped = loan.cap(messages, held, credit);
     // An idle peer's cap rises to what its share leaves the moment a message starts, without a
     // loan: that is promised too, so that loans leave room for it.
-    long share = Math.max(0, process.fairShareBytes() + loan.bytes() - trackedBytes) * 4 / 5;
+    long share = Math.max(0, process.fairShareBytes() + loan.bytes() - held) * 4 / 5;
     promiseUpTo(Math.max(capped, share));
     return capped;
   }

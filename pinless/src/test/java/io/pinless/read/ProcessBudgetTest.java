@@ -37,6 +37,8 @@ class ProcessBudgetTest {
     boolean covered;
     /** DATA bytes sent on the connection in all. */
     long data;
+    /** What the messages under way have received so far. */
+    long pending;
 
     Need(long remaining) {
       this.remaining = remaining;
@@ -65,6 +67,11 @@ class ProcessBudgetTest {
     @Override
     public long dataBytes() {
       return data;
+    }
+
+    @Override
+    public long pendingFrameBytes() {
+      return pending;
     }
   }
 
@@ -470,6 +477,18 @@ class ProcessBudgetTest {
     assertEquals(0, process.overdraftBytes(), "not pressed: the loan is repaid");
     assertFalse(message.covered,
         "and its message uncovered: pressed again, it borrows only in its turn");
+  }
+
+  @Test
+  void bytesOfMessagesUnderWayCountBeforeTheyAreTracked() {
+    ProcessBudget process = new ProcessBudget(120_000);
+    ReadBudget a = three(process, 50_000)[0];
+    Need message = new Need(100_000);
+    assertEquals(16_000, a.maxCreditBytes(message),
+        "nothing held, a message too large to borrow for: its share, less a fifth");
+    message.pending = 15_000;
+    assertEquals(4_000, a.maxCreditBytes(message), "15,000 of it received, none tracked yet: "
+        + "the share less what was received, less a fifth");
   }
 
   @Test
