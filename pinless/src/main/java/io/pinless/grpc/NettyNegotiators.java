@@ -407,7 +407,7 @@ final class NettyNegotiators {
                 .set(GrpcAttributes.ATTR_SECURITY_LEVEL, SecurityLevel.PRIVACY_AND_INTEGRITY)
                 .set(Grpc.TRANSPORT_ATTR_SSL_SESSION, handshake)
                 .set(GrpcAttributes.ATTR_AUTHORITY_VERIFIER,
-                    authority -> TlsAuthority.check(handshake, authority))
+                    authority -> TlsAuthority.check(handshake::getPeerCertificates, authority))
                 .build();
         event = InternalProtocolNegotiationEvent.withAttributes(event, attrs);
         event = InternalProtocolNegotiationEvent.withSecurity(event,

@@ -43,7 +43,7 @@ public final class PinlessChannelCredentials {
    * (netty-tcnative). ALPN {@code h2} is required, the server's certificate is checked against
    * the authority (the target's host, or {@code overrideAuthority}), the context's key and
    * certificate are presented when the server asks for one, and the transport attributes carry
-   * {@code Grpc.TRANSPORT_ATTR_SSL_SESSION} and {@code SecurityLevel.PRIVACY_AND_INTEGRITY}. The
+   * gRPC's SSL attribute (the server's certificates) and {@code PRIVACY_AND_INTEGRITY}. The
    * handshake's delegated tasks run off the event loop; it fails with UNAVAILABLE after 20 s.
    * With {@code -Dpinless.enabled=false} this call returns grpc-netty's TLS credentials over
    * {@code context}.

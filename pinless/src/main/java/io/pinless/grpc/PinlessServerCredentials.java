@@ -39,8 +39,8 @@ public final class PinlessServerCredentials {
    * TLS with the pinless read path over {@code context}, a server context as grpc-netty users
    * build it ({@code GrpcSslContexts.forServer(certChain, key)...build()}), with the JDK's engine
    * or OpenSSL's (netty-tcnative). ALPN {@code h2} is required; when the context asks for client
-   * certificates ({@code clientAuth}), mutual TLS is enforced. Services see {@code
-   * Grpc.TRANSPORT_ATTR_SSL_SESSION} (the client's certificates) and {@code
+   * certificates ({@code clientAuth}), mutual TLS is enforced. Services see gRPC's SSL
+   * transport attribute (the client's certificates) and {@code
    * SecurityLevel.PRIVACY_AND_INTEGRITY}. With {@code -Dpinless.enabled=false} this call
    * returns grpc-netty's TLS credentials over {@code context}.
    *

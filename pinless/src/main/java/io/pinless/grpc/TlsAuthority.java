@@ -10,7 +10,6 @@ import java.util.Collection;
 import java.util.List;
 import java.util.Locale;
 import javax.net.ssl.SSLPeerUnverifiedException;
-import javax.net.ssl.SSLSession;
 
 /**
  * Whether a TLS server's certificate is valid for an authority a call names itself ({@code
@@ -27,10 +26,15 @@ final class TlsAuthority {
 
   private TlsAuthority() {}
 
-  /** OK if the peer of {@code tls} has a certificate valid for {@code authority}. */
-  static Status check(SSLSession tls, String authority) {
+  /** The peer's certificate chain, leaf first, as the TLS handshake verified it. */
+  interface PeerChain {
+    Certificate[] get() throws SSLPeerUnverifiedException;
+  }
+
+  /** OK if the peer's {@code chain} starts with a certificate valid for {@code authority}. */
+  static Status check(PeerChain peer, String authority) {
     try {
-      Certificate[] chain = tls.getPeerCertificates();
+      Certificate[] chain = peer.get();
       if (chain.length > 0 && chain[0] instanceof X509Certificate
           && allows((X509Certificate) chain[0], authority)) {
         return Status.OK;
