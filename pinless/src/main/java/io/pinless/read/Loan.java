@@ -12,7 +12,8 @@ package io.pinless.read;
  * while they receive a frame's bytes, or the rest, at least every {@link
  * ProcessBudget#STALLED_LOAN_NANOS}.
  *
- * <p>Invariant: {@link #bytes} is what the process's overdraft counts for this connection, and the
+ * <p>Invariant: {@link #bytes} is what the process's overdraft counts for this connection, {@link
+ * #unpromised} what it counts as lent for this connection and not yet promised, and the
  * connection waits in the process's queue exactly while {@link #queued}, at {@link #turn}.
  *
  * <p>Confined to the connection's event loop.
@@ -28,6 +29,8 @@ final class Loan {
   private long coveredSeen;
   /** When the covered messages last made progress ({@link ProcessBudget#nanoTime}). */
   private long progressAt;
+  /** What {@link #borrow} lent for bytes to come since the connection last reported its promise. */
+  private long unpromised;
 
   Loan(ProcessBudget process) {
     this.process = process;
@@ -182,8 +185,22 @@ final class Loan {
    * @return the loan now
    */
   private long borrow(long wanted, long tracked, long share) {
-    bytes = process.overdraft(bytes, wanted, Math.max(0, tracked - share));
+    long pastShare = Math.max(0, tracked - share);
+    long before = bytes;
+    bytes = process.overdraft(bytes, wanted, pastShare);
+    if (bytes > before) {
+      unpromised += ProcessBudget.freshBytes(before, bytes, pastShare);
+    }
     return bytes;
+  }
+
+  /**
+   * The connection has reported the promise its cap makes ({@link ReadBudget#maxCreditBytes}):
+   * what this loan lent for bytes to come since counts as promised there, and no longer here.
+   */
+  void promised() {
+    process.loanPromised(unpromised);
+    unpromised = 0;
   }
 
   /** Leaves the process's queue, if in it; {@code served} when a loan was just taken. */

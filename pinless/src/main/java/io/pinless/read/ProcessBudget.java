@@ -94,6 +94,12 @@ public final class ProcessBudget {
    * goes out as the peer's window updates do, and other loans must not count on it as room.
    */
   private final AtomicLong promisedBytes = new AtomicLong();
+  /**
+   * The part for bytes to come of loans whose connections have not yet reported their promise
+   * ({@link #loanPromised}): counted as promised from before the loan's compare-and-set, so that
+   * a loan weighed on another event loop in between sees it.
+   */
+  private final AtomicLong unpromisedLoanBytes = new AtomicLong();
   /** Credit lent past fair shares, at most {@link #overdraftLimit}. */
   private final AtomicLong overdraftBytes = new AtomicLong();
   private final long overdraftLimit;
@@ -204,7 +210,8 @@ public final class ProcessBudget {
    * could complete. It lacks too much when the overdraft cannot lend it, or when the part for
    * bytes still to come (past {@code heldPastShare}, what the connection holds past its share)
    * would take what is committed ({@link #committedBytes}), and the credit caps still allow
-   * ({@link #promisedBytes}, a quarter larger), past the limit while anything is lent: credit
+   * ({@link #promisedBytes} and loans not yet promised, a quarter larger), past the limit while
+   * anything is lent: credit
    * granted before the budget was pressed, or before shares shrank, is lent for by no one, yet
    * it will be read, and a loan's credit goes out only as the peer's window updates do. The
    * asking connection's own cap counts too, so the check errs on the safe side by at most its
@@ -222,20 +229,44 @@ public final class ProcessBudget {
       return wanted;
     }
     long more = wanted - current;
-    long fresh = wanted - Math.max(current, heldPastShare);
+    long fresh = freshBytes(current, wanted, heldPastShare);
     while (true) {
       long used = overdraftBytes.get();
       // With nothing lent, one loan always goes: messages can then complete and be released
       // while credit granted earlier keeps what is committed past the limit.
       if (used + more > overdraftLimit
-          || used > 0 && fresh > 0
-              && committedBytes() + promisedBytes.get() * 5 / 4 + fresh > limitBytes) {
+          || used > 0 && fresh > 0 && committedBytes()
+              + (promisedBytes.get() + unpromisedLoanBytes.get()) * 5 / 4 + fresh > limitBytes) {
         return current;
       }
+      // Counted before the compare-and-set: a loan that loses the race sees this one's part.
+      unpromisedLoanBytes.addAndGet(fresh);
       if (overdraftBytes.compareAndSet(used, used + more)) {
         return wanted;
       }
+      unpromisedLoanBytes.addAndGet(-fresh);
     }
+  }
+
+  /**
+   * The part of a loan grown from {@code current} to {@code wanted} that is for bytes still to
+   * come, past {@code heldPastShare}: what {@link #overdraft} counts as not yet promised when it
+   * lends it.
+   */
+  static long freshBytes(long current, long wanted, long heldPastShare) {
+    return Math.max(0, wanted - Math.max(current, heldPastShare));
+  }
+
+  /** A connection reported the promise for {@code bytes} of loans {@link #overdraft} lent. */
+  void loanPromised(long bytes) {
+    if (bytes != 0) {
+      unpromisedLoanBytes.addAndGet(-bytes);
+    }
+  }
+
+  /** Loans lent and not yet promised: 0 whenever no connection is between the two. */
+  long unpromisedLoanBytes() {
+    return unpromisedLoanBytes.get();
   }
 
   /** Now, in nanoseconds, by this budget's clock. */

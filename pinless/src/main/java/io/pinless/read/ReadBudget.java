@@ -288,6 +288,7 @@ public final class ReadBudget {
     // loan: that is promised too, so that loans leave room for it.
     long share = Math.max(0, process.fairShareBytes() + loan.bytes() - held) * 4 / 5;
     promiseUpTo(Math.max(capped, share));
+    loan.promised();
     return capped;
   }
 

@@ -212,6 +212,7 @@ class ProcessBudgetFuzzTest {
       }
     }
     assertEquals(promised, process.promisedBytes(), "promised credit is the connections' sum");
+    assertEquals(0, process.unpromisedLoanBytes(), "every loan lent is promised once its cap is");
     assertEquals(held, process.heldBytes(), "held bytes are the connections' sum");
     assertEquals(credit, process.creditBytes(), "credit is the live connections' sum");
     assertEquals(loans, process.overdraftBytes(), "the overdraft is the loans' sum");

@@ -438,6 +438,38 @@ class ProcessBudgetTest {
   }
 
   @Test
+  void aLoanCountsAsPromisedFromBeforeItIsLentUntilItsConnectionPromises() {
+    ProcessBudget process = new ProcessBudget(120_000);
+    process.addCredit(48_000);
+    assertEquals(60_000, process.committedBytes(), "48,000 of credit and a quarter more");
+    assertEquals(5_000, process.overdraft(0, 5_000, 0), "nothing lent: a loan goes");
+    assertEquals(30_000, process.overdraft(0, 30_000, 0),
+        "60,000 committed, 5,000 lent and a quarter more, and 30,000 fit the limit");
+    assertEquals(35_000, process.unpromisedLoanBytes(), "lent, their connections yet to promise");
+    assertEquals(0, process.overdraft(0, 20_000, 0), "another event loop asks before those "
+        + "connections promise: 60,000 + 43,750 + 20,000 would pass the limit");
+    process.addPromised(35_000);
+    process.loanPromised(35_000);
+    assertEquals(0, process.unpromisedLoanBytes());
+    assertEquals(0, process.overdraft(0, 20_000, 0), "promised, they count as much");
+    process.addPromised(-35_000);
+    process.addCredit(-48_000);
+    assertEquals(20_000, process.overdraft(0, 20_000, 0), "with the credit used and released");
+  }
+
+  @Test
+  void aConnectionPromisesWhatItsLoanLentBeforeItsCapReturns() {
+    ProcessBudget process = new ProcessBudget(120_000);
+    ReadBudget[] three = three(process, 80_000);
+    Need first = new Need(40_000);
+    assertEquals(40_000, three[0].maxCreditBytes(first));
+    assertTrue(first.covered);
+    assertEquals(0, process.unpromisedLoanBytes(), "its promise counts the loan");
+    assertEquals(30_000, process.overdraftBytes());
+    assertTrue(process.promisedBytes() >= 30_000, "promised: " + process.promisedBytes());
+  }
+
+  @Test
   void anIdleConnectionIsGrantedPastHttp2sFirstWindowOnlyUnderAQuarterOfTheLimit() {
     ProcessBudget process = new ProcessBudget(1 << 20);
     ReadBudget first = budget(process);
