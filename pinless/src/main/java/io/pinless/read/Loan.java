@@ -126,12 +126,14 @@ final class Loan {
 
   /**
    * Repays the loan and leaves the queue: the budget is not pressed, or the connection ended.
+   * Nothing it lent counts as unpromised any more.
    *
    * @return true if the loan covered messages under way: the caller uncovers them, so that they
    *     borrow again only in turn when the budget is next pressed
    */
   boolean repay() {
     bytes = process.overdraft(bytes, 0, 0);
+    promised();
     dequeue(false);
     boolean covered = coveredSeen > 0;
     coveredSeen = 0;

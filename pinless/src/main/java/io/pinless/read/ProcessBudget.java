@@ -96,12 +96,14 @@ public final class ProcessBudget {
   private final AtomicLong promisedBytes = new AtomicLong();
   /**
    * The part for bytes to come of loans whose connections have not yet reported their promise
-   * ({@link #loanPromised}): counted as promised from before the loan's compare-and-set, so that
-   * a loan weighed on another event loop in between sees it.
+   * ({@link #loanPromised}): counted from the moment they are lent, as much as the promise will
+   * count them, so that a loan weighed on another event loop in between sees them.
    */
   private final AtomicLong unpromisedLoanBytes = new AtomicLong();
   /** Credit lent past fair shares, at most {@link #overdraftLimit}. */
   private final AtomicLong overdraftBytes = new AtomicLong();
+  /** Held while a loan grows: each one weighed sees every one lent before it. */
+  private final Object lending = new Object();
   private final long overdraftLimit;
   /** Connections that report here. */
   private final AtomicInteger connections = new AtomicInteger();
@@ -209,13 +211,13 @@ public final class ProcessBudget {
    * loans that each cover part of a message and together the whole overdraft, which no message
    * could complete. It lacks too much when the overdraft cannot lend it, or when the part for
    * bytes still to come (past {@code heldPastShare}, what the connection holds past its share)
-   * would take what is committed ({@link #committedBytes}), and the credit caps still allow
-   * ({@link #promisedBytes} and loans not yet promised, a quarter larger), past the limit while
-   * anything is lent: credit
-   * granted before the budget was pressed, or before shares shrank, is lent for by no one, yet
-   * it will be read, and a loan's credit goes out only as the peer's window updates do. The
-   * asking connection's own cap counts too, so the check errs on the safe side by at most its
-   * share. With nothing lent the loan goes, so that some message can complete.
+   * would take what is committed ({@link #committedBytes}), the credit caps still allow ({@link
+   * #promisedBytes}, a quarter larger) and loans lent and not yet promised, past the limit while
+   * anything is lent: credit granted before the budget was pressed, or before shares shrank, is
+   * lent for by no one, yet it will be read, and a loan's credit goes out only as the peer's
+   * window updates do. The asking connection's own cap counts too, so the check errs on the safe
+   * side by at most its share and what it was lent earlier in the same ask. With nothing lent the
+   * loan goes, so that some message can complete.
    * A message that needs more than the whole overdraft waits until the budget is no longer
    * pressed.
    *
@@ -230,21 +232,25 @@ public final class ProcessBudget {
     }
     long more = wanted - current;
     long fresh = freshBytes(current, wanted, heldPastShare);
-    while (true) {
+    synchronized (lending) {
       long used = overdraftBytes.get();
-      // With nothing lent, one loan always goes: messages can then complete and be released
-      // while credit granted earlier keeps what is committed past the limit.
-      if (used + more > overdraftLimit
-          || used > 0 && fresh > 0 && committedBytes()
-              + (promisedBytes.get() + unpromisedLoanBytes.get()) * 5 / 4 + fresh > limitBytes) {
+      if (used + more > overdraftLimit) {
         return current;
       }
-      // Counted before the compare-and-set: a loan that loses the race sees this one's part.
-      unpromisedLoanBytes.addAndGet(fresh);
-      if (overdraftBytes.compareAndSet(used, used + more)) {
-        return wanted;
+      // With nothing lent, one loan always goes: messages can then complete and be released
+      // while credit granted earlier keeps what is committed past the limit.
+      if (used > 0 && fresh > 0) {
+        // A connection moves a loan's part to its promise, then a promise's to credit: read in
+        // the other order, a part moved meanwhile is seen in one place or the other.
+        long unpromised = unpromisedLoanBytes.get();
+        long promised = promisedBytes.get();
+        if (committedBytes() + promised * 5 / 4 + unpromised + fresh > limitBytes) {
+          return current;
+        }
       }
-      unpromisedLoanBytes.addAndGet(-fresh);
+      unpromisedLoanBytes.addAndGet(fresh);
+      overdraftBytes.addAndGet(more);
+      return wanted;
     }
   }
 

@@ -283,13 +283,16 @@ public final class ReadBudget {
     // Bytes of messages under way count even before they are tracked: a cap from the tracked
     // alone would grant past the share what the connection has already received.
     long held = Math.max(trackedBytes, messages.pendingFrameBytes());
-    long capped = loan.cap(messages, held, credit);
-    // An idle peer's cap rises to what its share leaves the moment a message starts, without a
-    // loan: that is promised too, so that loans leave room for it.
-    long share = Math.max(0, process.fairShareBytes() + loan.bytes() - held) * 4 / 5;
-    promiseUpTo(Math.max(capped, share));
-    loan.promised();
-    return capped;
+    try {
+      long capped = loan.cap(messages, held, credit);
+      // An idle peer's cap rises to what its share leaves the moment a message starts, without a
+      // loan: that is promised too, so that loans leave room for it.
+      long share = Math.max(0, process.fairShareBytes() + loan.bytes() - held) * 4 / 5;
+      promiseUpTo(Math.max(capped, share));
+      return capped;
+    } finally {
+      loan.promised();
+    }
   }
 
   /**

@@ -9,6 +9,7 @@ import io.netty.buffer.ByteBuf;
 import io.netty.buffer.UnpooledByteBufAllocator;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.logging.Handler;
 import java.util.logging.LogRecord;
 import java.util.logging.Logger;
@@ -39,6 +40,8 @@ class ProcessBudgetTest {
     long data;
     /** What the messages under way have received so far. */
     long pending;
+    /** A cover fails, as a broken {@link ReadBudget.Messages} might. */
+    boolean failOnCover;
 
     Need(long remaining) {
       this.remaining = remaining;
@@ -56,6 +59,9 @@ class ProcessBudgetTest {
 
     @Override
     public void coverAll() {
+      if (failOnCover) {
+        throw new IllegalStateException("cover failed");
+      }
       covered = true;
     }
 
@@ -438,23 +444,82 @@ class ProcessBudgetTest {
   }
 
   @Test
-  void aLoanCountsAsPromisedFromBeforeItIsLentUntilItsConnectionPromises() {
+  void aLoanCountsFromTheMomentItIsLentUntilItsConnectionPromises() {
     ProcessBudget process = new ProcessBudget(120_000);
-    process.addCredit(48_000);
-    assertEquals(60_000, process.committedBytes(), "48,000 of credit and a quarter more");
+    process.addCredit(52_000);
+    assertEquals(65_000, process.committedBytes(), "52,000 of credit and a quarter more");
     assertEquals(5_000, process.overdraft(0, 5_000, 0), "nothing lent: a loan goes");
     assertEquals(30_000, process.overdraft(0, 30_000, 0),
-        "60,000 committed, 5,000 lent and a quarter more, and 30,000 fit the limit");
+        "65,000 committed, 5,000 lent and 30,000 fit the limit");
     assertEquals(35_000, process.unpromisedLoanBytes(), "lent, their connections yet to promise");
-    assertEquals(0, process.overdraft(0, 20_000, 0), "another event loop asks before those "
-        + "connections promise: 60,000 + 43,750 + 20,000 would pass the limit");
-    process.addPromised(35_000);
+    assertEquals(0, process.overdraft(0, 24_000, 0), "another event loop asks before those "
+        + "connections promise: 65,000 + 35,000 + 24,000 would pass the limit");
+    process.addPromised(28_000);
     process.loanPromised(35_000);
     assertEquals(0, process.unpromisedLoanBytes());
-    assertEquals(0, process.overdraft(0, 20_000, 0), "promised, they count as much");
-    process.addPromised(-35_000);
-    process.addCredit(-48_000);
-    assertEquals(20_000, process.overdraft(0, 20_000, 0), "with the credit used and released");
+    assertEquals(0, process.overdraft(0, 24_000, 0),
+        "promised, a fifth less and counted a quarter larger, they count as much");
+    process.addPromised(-28_000);
+    process.addCredit(-52_000);
+    assertEquals(24_000, process.overdraft(0, 24_000, 0), "with the credit used and released");
+  }
+
+  @Test
+  void loansLentOnTwoThreadsAtOnceNeverTogetherPassTheLimit() throws InterruptedException {
+    ProcessBudget process = new ProcessBudget(1_000_000);
+    process.addCredit(560_000);
+    assertEquals(1_000, process.overdraft(0, 1_000, 1_000), "lent, for bytes already held");
+    // Committed 700,000: a loan of 150,000 or more on one thread fits, as does one of 200,000 on
+    // the other, and never both.
+    AtomicBoolean lent = new AtomicBoolean();
+    AtomicBoolean done = new AtomicBoolean();
+    Thread other = new Thread(() -> {
+      for (int k = 0; k < 200_000; k++) {
+        // A size that changes every time, as a connection's cap would promise it.
+        long loan = 150_000 + (k % 50_000) * 4;
+        if (process.overdraft(0, loan, 0) != loan) {
+          continue;
+        }
+        lent.set(true);
+        process.addPromised(loan * 4 / 5);
+        process.loanPromised(loan);
+        lent.set(false);
+        process.overdraft(loan, 0, 0);
+        process.addPromised(-loan * 4 / 5);
+      }
+      done.set(true);
+    });
+    other.start();
+    long both = 0;
+    while (!done.get()) {
+      if (process.overdraft(0, 200_000, 0) == 200_000) {
+        if (lent.get()) {
+          both++;
+        }
+        process.overdraft(200_000, 0, 0);
+        process.loanPromised(200_000);
+      }
+    }
+    other.join();
+    assertEquals(0, both, "both loans lent at once");
+    assertEquals(0, process.unpromisedLoanBytes());
+    assertEquals(0, process.promisedBytes());
+    assertEquals(1_000, process.overdraftBytes());
+  }
+
+  @Test
+  void aCapThatFailsLeavesNothingUnpromised() {
+    ProcessBudget process = new ProcessBudget(120_000);
+    ReadBudget[] three = three(process, 80_000);
+    Need first = new Need(40_000);
+    first.failOnCover = true;
+    assertThrows(IllegalStateException.class, () -> three[0].maxCreditBytes(first));
+    assertEquals(0, process.unpromisedLoanBytes(), "promised even when the cap fails");
+    for (ReadBudget budget : three) {
+      budget.end();
+    }
+    assertEquals(0, process.overdraftBytes());
+    assertEquals(0, process.unpromisedLoanBytes());
   }
 
   @Test
