@@ -182,7 +182,10 @@ public final class ProcessBudget {
    * class, and a read is sliced only from a buffer it filled to four fifths while pressed).
    */
   public long committedBytes() {
-    return heldBytes.get() + creditBytes.get() * 5 / 4;
+    // Bytes read are tracked before the credit they used is reported spent: read in the other
+    // order, bytes moving from credit to held are seen at least once.
+    long credit = creditBytes.get();
+    return heldBytes.get() + credit * 5 / 4;
   }
 
   /** True while {@link #committedBytes} is over {@link #PRESSED} of the limit: shares apply. */
