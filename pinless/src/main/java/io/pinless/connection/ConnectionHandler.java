@@ -154,8 +154,7 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
         in.release();
       }
     } else if (slicer != null && msg instanceof ByteBuf) {
-      messages.read((ByteBuf) msg);
-      slicer.slice(ctx, (ByteBuf) msg);
+      slice(ctx, (ByteBuf) msg);
     } else {
       ctx.fireChannelRead(msg);
     }
@@ -164,10 +163,25 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
   /** @param plaintext owned: sliced, or handed on */
   private void plaintext(ChannelHandlerContext ctx, ByteBuf plaintext) {
     if (slicer != null) {
-      messages.read(plaintext);
-      slicer.slice(ctx, plaintext);
+      slice(ctx, plaintext);
     } else {
       ctx.fireChannelRead(plaintext);
+    }
+  }
+
+  /**
+   * Counts {@code in}'s frames as received, then slices them: its bytes count as being received
+   * in between, for a credit report that a handler's write makes while they are handed on.
+   *
+   * @param in owned: sliced
+   */
+  private void slice(ChannelHandlerContext ctx, ByteBuf in) {
+    long counted = reads.budget().receiving(in.readableBytes());
+    try {
+      messages.read(in);
+      slicer.slice(ctx, in);
+    } finally {
+      reads.budget().received(counted);
     }
   }
 
@@ -215,13 +229,16 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
   public void write(ChannelHandlerContext ctx, Object msg, ChannelPromise promise) {
     if (window != null) {
       if (!(msg instanceof ByteBuf)) {
-        // The walk ends here: the withheld credit goes out while a frame boundary is known.
+        // The walk ends here: the withheld credit goes out while a frame boundary is known. It
+        // counts as credit before the cap's promise is dropped, so that it counts throughout.
         window.unhold();
         window.maxCredit(Long.MAX_VALUE);
-        reads.budget().stopCapping();
         ByteBuf update = window.release(ctx.alloc());
         if (update != null) {
           reads.budget().credit(window.credit());
+        }
+        reads.budget().stopCapping();
+        if (update != null) {
           writeOn(ctx, update, ctx.newPromise());
         }
         window.lost();

@@ -89,6 +89,8 @@ public final class ProcessBudget {
   private final AtomicLong peakBytes = new AtomicLong();
   /** Credit the connections' peers may still use. */
   private final AtomicLong creditBytes = new AtomicLong();
+  /** Bytes of reads whose DATA counts as credit spent and which are not yet all tracked. */
+  private final AtomicLong receivingBytes = new AtomicLong();
   /**
    * Credit the connections' caps still allow their peers past what they hold: a loan's credit
    * goes out as the peer's window updates do, and other loans must not count on it as room.
@@ -182,10 +184,25 @@ public final class ProcessBudget {
    * class, and a read is sliced only from a buffer it filled to four fifths while pressed).
    */
   public long committedBytes() {
-    // Bytes read are tracked before the credit they used is reported spent: read in the other
-    // order, bytes moving from credit to held are seen at least once.
+    // A read's bytes count as being received before the credit they used is reported spent, and
+    // are tracked before they stop counting so: read in the other order, bytes moving from
+    // credit to held are seen at least once.
     long credit = creditBytes.get();
-    return heldBytes.get() + credit * 5 / 4;
+    long receiving = receivingBytes.get();
+    return heldBytes.get() + (credit + receiving) * 5 / 4;
+  }
+
+  /**
+   * Bytes of reads being handed on changed by {@code delta}: counted from before their DATA
+   * counts as credit spent until every piece is tracked ({@link ReadBudget#receiving}).
+   */
+  void addReceiving(long delta) {
+    receivingBytes.addAndGet(delta);
+  }
+
+  /** Bytes of reads being handed on now: 0 whenever no connection is in the middle of one. */
+  public long receivingBytes() {
+    return receivingBytes.get();
   }
 
   /** True while {@link #committedBytes} is over {@link #PRESSED} of the limit: shares apply. */
@@ -363,7 +380,7 @@ public final class ProcessBudget {
   }
 
   /** Credit the connections' caps still allow their peers past what they hold now. */
-  long promisedBytes() {
+  public long promisedBytes() {
     return promisedBytes.get();
   }
 

@@ -150,6 +150,28 @@ public final class ReadBudget {
   }
 
   /**
+   * A read of {@code bytes} is about to be handed on: its DATA counts as credit spent at once and
+   * its pieces are tracked one by one. While the process is pressed the read counts as committed
+   * meanwhile, so that a loan weighed on another event loop sees its bytes as credit or held.
+   *
+   * @return what was counted, to give to {@link #received} once the read is handed on
+   */
+  public long receiving(int bytes) {
+    if (!processPressed()) {
+      return 0;
+    }
+    process.addReceiving(bytes);
+    return bytes;
+  }
+
+  /** The read {@link #receiving} counted {@code counted} for is handed on and tracked. */
+  public void received(long counted) {
+    if (counted != 0) {
+      process.addReceiving(-counted);
+    }
+  }
+
+  /**
    * Counts {@code buf} until everyone else has released it.
    *
    * @param buf borrowed: retained once here; that reference is released by a later sweep

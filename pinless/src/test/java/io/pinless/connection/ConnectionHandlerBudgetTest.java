@@ -5,11 +5,13 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.netty.buffer.AbstractByteBufAllocator;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.embedded.EmbeddedChannel;
+import io.netty.util.ReferenceCountUtil;
 import io.pinless.PinlessMetrics.Metric;
 import io.pinless.http2.ConnectionWindow;
 import io.pinless.http2.FrameSlicer;
@@ -267,6 +269,109 @@ class ConnectionHandlerBudgetTest {
       out.release();
     }
     ch.finishAndReleaseAll();
+  }
+
+  @Test
+  void aReadsBytesCountAsCommittedWhileAWriteReportsThemSpentBeforeTheyAreTracked() {
+    ProcessBudget process = new ProcessBudget(1_000_000);
+    ReadBudget other = new ReadBudget(1 << 30, process);
+    other.credit(450_000);
+    ReadBudget budget = new ReadBudget(1 << 30, process);
+    EmbeddedChannel ch = new EmbeddedChannel();
+    ConnectionHandler connection = new ConnectionHandler(budget, false, ReadPolicy.MAX_READ_BYTES);
+    long[] committed = new long[1];
+    List<ByteBuf> kept = new ArrayList<>();
+    ch.pipeline().addLast(connection, new ChannelInboundHandlerAdapter() {
+      /** @param msg owned: kept until the test ends */
+      @Override
+      public void channelRead(ChannelHandlerContext ctx, Object msg) {
+        kept.add((ByteBuf) msg);
+        if (kept.size() == 2) {
+          // As grpc-netty may while a read is handed on: a window update, granted at once.
+          ctx.writeAndFlush(windowUpdate(0, 1));
+          committed[0] = process.committedBytes();
+        }
+      }
+    });
+    connection.install(null,
+        new FrameSlicer(false, FrameSlicer.DEFAULT_MAX_FRAME_SIZE, budget, false));
+    assertTrue(process.isPressed());
+    // A message of 100,000 bytes starts, so the connection's cap rises past its first window.
+    ByteBuf first = Unpooled.buffer();
+    frame(first, DATA, 0, 1, Unpooled.buffer().writeByte(0).writeInt(100_000).writeZero(1000));
+    ch.writeInbound(first);
+    ch.pipeline().fireChannelReadComplete();
+    long before = process.committedBytes();
+    // A small DATA frame, copied, then a large one, sliced: the write comes between them.
+    ByteBuf second = Unpooled.directBuffer(2 * 9 + 10 + 16_000);
+    frame(second, DATA, 0, 1, Unpooled.buffer().writeZero(10));
+    frame(second, DATA, 0, 1, Unpooled.buffer().writeZero(16_000));
+    ch.writeInbound(second);
+    assertEquals(3, kept.size(), "the first read, then the copy and the slice of the second");
+    assertTrue(process.creditBytes() < 450_000 * 5 / 4, "the update went out and counts");
+    assertTrue(committed[0] >= before, "committed " + committed[0] + " mid-read, " + before
+        + " before it: the sliced frame's bytes counted as spent credit and not yet held");
+    assertEquals(0, process.receivingBytes(), "none once the read is handed on");
+    kept.forEach(ByteBuf::release);
+    for (ByteBuf out; (out = ch.readOutbound()) != null; ) {
+      out.release();
+    }
+    ch.finishAndReleaseAll();
+    other.releaseAll();
+  }
+
+  @Test
+  void creditReleasedAsTheWalkEndsCountsBeforeTheCapsPromiseIsDropped() {
+    ProcessBudget process = new ProcessBudget(1_000_000);
+    ReadBudget other = new ReadBudget(1 << 30, process);
+    other.credit(410_000);
+    ReadBudget budget = new ReadBudget(1 << 30, process);
+    long[] seen = {-1, -1};
+    EmbeddedChannel ch = new EmbeddedChannel();
+    ch.config().setAllocator(new AbstractByteBufAllocator(false) {
+      @Override
+      protected ByteBuf newHeapBuffer(int initialCapacity, int maxCapacity) {
+        return Unpooled.buffer(initialCapacity, maxCapacity);
+      }
+
+      @Override
+      protected ByteBuf newDirectBuffer(int initialCapacity, int maxCapacity) {
+        return Unpooled.directBuffer(initialCapacity, maxCapacity);
+      }
+
+      @Override
+      public boolean isDirectBufferPooled() {
+        return false;
+      }
+
+      @Override
+      public ByteBuf buffer(int initialCapacity) {
+        // The window update is allocated once granted: the counts then are what another event
+        // loop's gate would see before the update goes out.
+        seen[0] = process.promisedBytes();
+        seen[1] = process.creditBytes();
+        return super.buffer(initialCapacity);
+      }
+    });
+    ConnectionHandler connection = new ConnectionHandler(budget, false, ReadPolicy.MAX_READ_BYTES);
+    ch.pipeline().addLast(connection);
+    connection.install(null,
+        new FrameSlicer(false, FrameSlicer.DEFAULT_MAX_FRAME_SIZE, budget, false));
+    ch.writeAndFlush(windowUpdate(0, 4000));
+    assertNull(ch.readOutbound(), "withheld: past the cap");
+    long promised = process.promisedBytes();
+    long credit = process.creditBytes();
+    assertTrue(promised >= 4000, "the cap promises what the update would grant: " + promised);
+    ch.writeAndFlush("not a buffer");
+    assertTrue(seen[0] + seen[1] >= credit + 4000, "4,000 granted counted as promised or credit: "
+        + seen[0] + " + " + seen[1] + ", from " + promised + " + " + credit);
+    assertEquals(credit + 4000, process.creditBytes());
+    assertEquals(0, process.promisedBytes(), "capped no more");
+    for (Object out; (out = ch.readOutbound()) != null; ) {
+      ReferenceCountUtil.release(out);
+    }
+    ch.finishAndReleaseAll();
+    other.releaseAll();
   }
 
   @Test
