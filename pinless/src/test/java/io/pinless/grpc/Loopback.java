@@ -14,6 +14,8 @@ import java.net.InetSocketAddress;
 import java.net.SocketAddress;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 
 /** A grpc-java server and channel on loopback over one transport, with given credentials. */
@@ -44,6 +46,12 @@ final class Loopback implements AutoCloseable {
   final ManagedChannel channel;
   final SocketAddress address;
   private final Path udsDir;
+  /**
+   * The server's application threads, stopped before the event loops: a service still sending
+   * when a loop has terminated hands grpc-netty a frame it can no longer schedule, and grpc-netty
+   * then never releases it.
+   */
+  private final ExecutorService serverExecutor = Executors.newCachedThreadPool();
 
   Loopback(Transport transport, ServerCredentials serverCreds, ChannelCredentials channelCreds)
       throws IOException {
@@ -62,6 +70,7 @@ final class Loopback implements AutoCloseable {
             .workerEventLoopGroup(group)
             .channelType(NettyTransports.serverChannel(transport.socket()))
             .maxInboundMessageSize(MAX_MESSAGE)
+            .executor(serverExecutor)
             .addService(TestService.definition())
             .build()
             .start();
@@ -95,6 +104,8 @@ final class Loopback implements AutoCloseable {
     server.shutdownNow();
     channel.awaitTermination(10, TimeUnit.SECONDS);
     server.awaitTermination(10, TimeUnit.SECONDS);
+    serverExecutor.shutdown();
+    serverExecutor.awaitTermination(10, TimeUnit.SECONDS);
     group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
     if (udsDir != null) {
       udsDir.toFile().listFiles(f -> f.delete());
