@@ -265,8 +265,13 @@ class ConnectionHandlerBudgetTest {
     ch.writeAndFlush(windowUpdate(0, 100_000));
     assertEquals(ConnectionWindow.INITIAL_WINDOW_BYTES + 100_000, process.creditBytes(),
         "an update that goes out counts at once, before the next read");
-    for (ByteBuf out; (out = ch.readOutbound()) != null; ) {
-      out.release();
+    finish(ch);
+  }
+
+  /** Releases what {@code ch} wrote and what it still holds. */
+  private static void finish(EmbeddedChannel ch) {
+    for (Object out; (out = ch.readOutbound()) != null; ) {
+      ReferenceCountUtil.release(out);
     }
     ch.finishAndReleaseAll();
   }
@@ -313,10 +318,7 @@ class ConnectionHandlerBudgetTest {
         + " before it: the sliced frame's bytes counted as spent credit and not yet held");
     assertEquals(0, process.receivingBytes(), "none once the read is handed on");
     kept.forEach(ByteBuf::release);
-    for (ByteBuf out; (out = ch.readOutbound()) != null; ) {
-      out.release();
-    }
-    ch.finishAndReleaseAll();
+    finish(ch);
     other.releaseAll();
   }
 
@@ -367,10 +369,7 @@ class ConnectionHandlerBudgetTest {
         + seen[0] + " + " + seen[1] + ", from " + promised + " + " + credit);
     assertEquals(credit + 4000, process.creditBytes());
     assertEquals(0, process.promisedBytes(), "capped no more");
-    for (Object out; (out = ch.readOutbound()) != null; ) {
-      ReferenceCountUtil.release(out);
-    }
-    ch.finishAndReleaseAll();
+    finish(ch);
     other.releaseAll();
   }
 

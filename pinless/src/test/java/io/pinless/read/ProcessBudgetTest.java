@@ -507,31 +507,27 @@ class ProcessBudgetTest {
     assertEquals(1_000, process.overdraftBytes());
   }
 
-  @Test
-  void aCapThatFailsLeavesNothingUnpromised() {
+  @ParameterizedTest
+  @ValueSource(booleans = {false, true})
+  void whatALoanLendsIsPromisedBeforeItsCapReturnsOrFails(boolean coverFails) {
     ProcessBudget process = new ProcessBudget(120_000);
     ReadBudget[] three = three(process, 80_000);
     Need first = new Need(40_000);
-    first.failOnCover = true;
-    assertThrows(IllegalStateException.class, () -> three[0].maxCreditBytes(first));
-    assertEquals(0, process.unpromisedLoanBytes(), "promised even when the cap fails");
+    first.failOnCover = coverFails;
+    if (coverFails) {
+      assertThrows(IllegalStateException.class, () -> three[0].maxCreditBytes(first));
+    } else {
+      assertEquals(40_000, three[0].maxCreditBytes(first));
+      assertTrue(first.covered);
+      assertEquals(30_000, process.overdraftBytes());
+      assertTrue(process.promisedBytes() >= 30_000, "promised: " + process.promisedBytes());
+    }
+    assertEquals(0, process.unpromisedLoanBytes(), "its promise counts the loan, or it failed");
     for (ReadBudget budget : three) {
       budget.end();
     }
     assertEquals(0, process.overdraftBytes());
     assertEquals(0, process.unpromisedLoanBytes());
-  }
-
-  @Test
-  void aConnectionPromisesWhatItsLoanLentBeforeItsCapReturns() {
-    ProcessBudget process = new ProcessBudget(120_000);
-    ReadBudget[] three = three(process, 80_000);
-    Need first = new Need(40_000);
-    assertEquals(40_000, three[0].maxCreditBytes(first));
-    assertTrue(first.covered);
-    assertEquals(0, process.unpromisedLoanBytes(), "its promise counts the loan");
-    assertEquals(30_000, process.overdraftBytes());
-    assertTrue(process.promisedBytes() >= 30_000, "promised: " + process.promisedBytes());
   }
 
   @Test
