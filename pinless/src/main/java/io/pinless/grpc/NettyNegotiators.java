@@ -400,7 +400,7 @@ final class NettyNegotiators {
     protected void userEventTriggered0(ChannelHandlerContext ctx, Object evt) throws Exception {
       if (evt instanceof TlsHandshakeResult) {
         TlsHandshakeResult result = (TlsHandshakeResult) evt;
-        SSLSession handshake = result.session();
+        SSLSession handshake = result.negotiated();
         ProtocolNegotiationEvent event = getProtocolNegotiationEvent();
         Attributes attrs =
             InternalProtocolNegotiationEvent.getAttributes(event).toBuilder()

@@ -171,7 +171,7 @@ public final class TlsHandshakeHandler extends ChannelInboundHandlerAdapter {
         switch (status) {
           case NEED_WRAP:
             if (out == null) {
-              out = ctx.alloc().directBuffer(engine.getSession().getPacketBufferSize());
+              out = ctx.alloc().directBuffer(TlsRecords.packetBytes(engine));
             }
             status = wrap(out);
             break;
@@ -224,7 +224,7 @@ public final class TlsHandshakeHandler extends ChannelInboundHandlerAdapter {
    * @return what the engine needs next
    */
   private HandshakeStatus wrap(ByteBuf out) throws SSLException {
-    int room = engine.getSession().getPacketBufferSize();
+    int room = TlsRecords.packetBytes(engine);
     while (true) {
       out.ensureWritable(room);
       SSLEngineResult result =
@@ -255,7 +255,7 @@ public final class TlsHandshakeHandler extends ChannelInboundHandlerAdapter {
     try {
       if (engine.getHandshakeStatus() == HandshakeStatus.NEED_WRAP) {
         if (out == null) {
-          out = ctx.alloc().directBuffer(engine.getSession().getPacketBufferSize());
+          out = ctx.alloc().directBuffer(TlsRecords.packetBytes(engine));
         }
         wrap(out);
       }
@@ -300,7 +300,7 @@ public final class TlsHandshakeHandler extends ChannelInboundHandlerAdapter {
       tookRecord = true;
     }
     ByteBuf plaintext = ctx.alloc().directBuffer(
-        EARLY_HEADROOM_BYTES + engine.getSession().getApplicationBufferSize());
+        EARLY_HEADROOM_BYTES + TlsRecords.plaintextBytes(engine));
     plaintext.setIndex(EARLY_HEADROOM_BYTES, EARLY_HEADROOM_BYTES);
     try {
       SSLEngineResult result = engine.unwrap(src,
@@ -349,7 +349,7 @@ public final class TlsHandshakeHandler extends ChannelInboundHandlerAdapter {
    */
   private HandshakeStatus askWithNoInput() throws SSLException {
     tookRecord = false;
-    ByteBuf sink = ctx.alloc().directBuffer(engine.getSession().getApplicationBufferSize());
+    ByteBuf sink = ctx.alloc().directBuffer(TlsRecords.plaintextBytes(engine));
     try {
       SSLEngineResult result =
           engine.unwrap(NOTHING[0], sink.nioBuffer(0, sink.writableBytes()));

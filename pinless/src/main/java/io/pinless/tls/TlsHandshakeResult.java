@@ -10,19 +10,19 @@ import javax.net.ssl.SSLSession;
  * the connection.
  */
 public final class TlsHandshakeResult {
-  private final SSLSession session;
+  private final SSLSession negotiated;
   private final String applicationProtocol;
   private TlsRecordStage stage;
 
   TlsHandshakeResult(TlsRecordStage stage) {
     this.stage = stage;
-    this.session = stage.engine().getSession();
+    this.negotiated = stage.engine().getSession();
     this.applicationProtocol = stage.engine().getApplicationProtocol();
   }
 
   /** What was negotiated: the peer's certificates, the protocol version and cipher suite. */
-  public SSLSession session() {
-    return session;
+  public SSLSession negotiated() {
+    return negotiated;
   }
 
   /** The protocol ALPN selected ({@code h2}). */

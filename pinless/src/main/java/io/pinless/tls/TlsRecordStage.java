@@ -105,7 +105,7 @@ public final class TlsRecordStage extends RecordFraming implements RecordStage {
     this.early = early;
     this.heapOutput = !(engine instanceof ReferenceCountedOpenSslEngine);
     this.minRecordOverhead = TlsRecords.minRecordOverhead(
-        engine.getSession().getProtocol(), engine.getSession().getCipherSuite());
+        TlsRecords.protocol(engine), TlsRecords.cipherSuite(engine));
     this.recordOverhead = minRecordOverhead;
   }
 
@@ -203,7 +203,7 @@ public final class TlsRecordStage extends RecordFraming implements RecordStage {
     if (record.getUnsignedByte(start) != HANDSHAKE) {
       return;
     }
-    String protocol = engine.getSession().getProtocol();
+    String protocol = TlsRecords.protocol(engine);
     throw TlsRecords.refused("TLS: the peer sent a handshake record after the handshake ("
         + ("TLSv1.3".equals(protocol) ? "TLS 1.3 sends none in plaintext" : "a renegotiation")
         + "), a PROTOCOL_ERROR connection error under HTTP/2 (RFC 9113 9.2.1)");
@@ -401,7 +401,7 @@ public final class TlsRecordStage extends RecordFraming implements RecordStage {
     int records = bytes / TlsRecords.MAX_PLAINTEXT_BYTES + 1;
     int room = bytes + records * TlsRecords.MAX_SEAL_OVERHEAD_BYTES;
     if (wrapsIntoPacketBuffers) {
-      room = Math.max(room, engine.getSession().getPacketBufferSize());
+      room = Math.max(room, TlsRecords.packetBytes(engine));
     }
     ByteBuf out = allocate(ctx, room);
     try {
@@ -428,7 +428,7 @@ public final class TlsRecordStage extends RecordFraming implements RecordStage {
           case BUFFER_OVERFLOW:
             // The JDK's engine wants a whole packet buffer of room for every record.
             wrapsIntoPacketBuffers = true;
-            out.ensureWritable(engine.getSession().getPacketBufferSize());
+            out.ensureWritable(TlsRecords.packetBytes(engine));
             continue;
           case CLOSED:
             if (plaintext.isReadable()) {

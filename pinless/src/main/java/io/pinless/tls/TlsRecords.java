@@ -2,6 +2,7 @@ package io.pinless.tls;
 
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
+import javax.net.ssl.SSLEngine;
 
 /**
  * The TLS record header (RFC 8446 section 5.1, RFC 5246 section 6.2): type u8, version u16,
@@ -44,6 +45,29 @@ final class TlsRecords {
   private static final int APPLICATION_DATA = 23;
 
   private TlsRecords() {}
+
+  /**
+   * The room one record the engine seals or opens may need: its packet buffer size, which a JDK
+   * engine enlarges once a peer sends a record longer than TLS allows.
+   */
+  static int packetBytes(SSLEngine engine) {
+    return engine.getSession().getPacketBufferSize();
+  }
+
+  /** The most plaintext one record the engine opens may hold. */
+  static int plaintextBytes(SSLEngine engine) {
+    return engine.getSession().getApplicationBufferSize();
+  }
+
+  /** The protocol version the engine negotiated ({@code TLSv1.3}, {@code TLSv1.2}). */
+  static String protocol(SSLEngine engine) {
+    return engine.getSession().getProtocol();
+  }
+
+  /** The cipher suite the engine negotiated. */
+  static String cipherSuite(SSLEngine engine) {
+    return engine.getSession().getCipherSuite();
+  }
 
   /**
    * Checks one record header.

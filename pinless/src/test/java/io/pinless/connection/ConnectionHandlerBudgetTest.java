@@ -268,6 +268,13 @@ class ConnectionHandlerBudgetTest {
     finish(ch);
   }
 
+  /** Another connection of {@code process} whose peer holds {@code credit}. */
+  private static ReadBudget creditOf(ProcessBudget process, long credit) {
+    ReadBudget other = new ReadBudget(1 << 30, process);
+    other.credit(credit);
+    return other;
+  }
+
   /** Releases what {@code ch} wrote and what it still holds. */
   private static void finish(EmbeddedChannel ch) {
     for (Object out; (out = ch.readOutbound()) != null; ) {
@@ -279,8 +286,7 @@ class ConnectionHandlerBudgetTest {
   @Test
   void aReadsBytesCountAsCommittedWhileAWriteReportsThemSpentBeforeTheyAreTracked() {
     ProcessBudget process = new ProcessBudget(1_000_000);
-    ReadBudget other = new ReadBudget(1 << 30, process);
-    other.credit(450_000);
+    ReadBudget other = creditOf(process, 450_000);
     ReadBudget budget = new ReadBudget(1 << 30, process);
     EmbeddedChannel ch = new EmbeddedChannel();
     ConnectionHandler connection = new ConnectionHandler(budget, false, ReadPolicy.MAX_READ_BYTES);
@@ -325,8 +331,7 @@ class ConnectionHandlerBudgetTest {
   @Test
   void creditReleasedAsTheWalkEndsCountsBeforeTheCapsPromiseIsDropped() {
     ProcessBudget process = new ProcessBudget(1_000_000);
-    ReadBudget other = new ReadBudget(1 << 30, process);
-    other.credit(410_000);
+    ReadBudget other = creditOf(process, 410_000);
     ReadBudget budget = new ReadBudget(1 << 30, process);
     long[] seen = {-1, -1};
     EmbeddedChannel ch = new EmbeddedChannel();

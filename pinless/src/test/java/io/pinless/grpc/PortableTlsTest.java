@@ -68,9 +68,9 @@ class PortableTlsTest {
       @Override
       public <Q, R> ServerCall.Listener<Q> interceptCall(
           ServerCall<Q, R> call, Metadata headers, ServerCallHandler<Q, R> next) {
-        SSLSession session = call.getAttributes().get(Grpc.TRANSPORT_ATTR_SSL_SESSION);
+        SSLSession negotiated = call.getAttributes().get(Grpc.TRANSPORT_ATTR_SSL_SESSION);
         try {
-          seen.add(((X509Certificate) session.getPeerCertificates()[0])
+          seen.add(((X509Certificate) negotiated.getPeerCertificates()[0])
               .getSubjectX500Principal().getName());
         } catch (Exception e) {
           seen.add("none: " + e);
