@@ -23,6 +23,7 @@ import io.pinless.testing.PoolBytes;
 import java.net.InetSocketAddress;
 import java.util.Iterator;
 import java.util.Locale;
+import java.util.concurrent.ExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.extension.RegisterExtension;
@@ -93,12 +94,14 @@ class IoUringRecordCopiesTest {
         new PooledByteBufAllocator(true, 1, 1, 8192, 9, 0, 0, false);
     EventLoopGroup serverLoop = NettyTransports.group(socket, 1);
     EventLoopGroup clientLoop = NettyTransports.group(socket, 1);
+    ExecutorService calls = ServerThreads.newPool();
     Server server = NettyTransports.useRing(NettyServerBuilder.forAddress(
                 new InetSocketAddress("127.0.0.1", 0),
                 transport.server(handshakers.serverAddress())), socket)
         .bossEventLoopGroup(serverLoop)
         .workerEventLoopGroup(serverLoop)
         .channelType(NettyTransports.serverChannel(socket))
+        .executor(calls)
         .addService(TestService.definition())
         .build()
         .start();
@@ -129,7 +132,7 @@ class IoUringRecordCopiesTest {
       return copies;
     } finally {
       channel.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
-      server.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+      ServerThreads.stop(server, calls);
       clientLoop.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
       serverLoop.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
     }

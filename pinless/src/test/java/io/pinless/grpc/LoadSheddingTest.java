@@ -25,6 +25,7 @@ import io.pinless.testing.NettyTransports;
 import java.net.InetSocketAddress;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.ExecutorService;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -45,6 +46,7 @@ class LoadSheddingTest {
   private final List<ManagedChannel> channels = new ArrayList<>();
   private EventLoopGroup group;
   private Server server;
+  private final ExecutorService calls = ServerThreads.newPool();
 
   @BeforeEach
   void start() throws Exception {
@@ -55,6 +57,7 @@ class LoadSheddingTest {
         .workerEventLoopGroup(group)
         .channelType(NioServerSocketChannel.class)
         .intercept(LoadShedding.interceptor(budget))
+        .executor(calls)
         .addService(TestService.definition())
         .build()
         .start();
@@ -66,7 +69,7 @@ class LoadSheddingTest {
     for (ManagedChannel c : channels) {
       c.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
     }
-    server.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+    ServerThreads.stop(server, calls);
     group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
   }
 

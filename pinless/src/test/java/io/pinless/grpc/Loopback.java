@@ -15,7 +15,6 @@ import java.net.SocketAddress;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 
 /** A grpc-java server and channel on loopback over one transport, with given credentials. */
@@ -46,12 +45,8 @@ final class Loopback implements AutoCloseable {
   final ManagedChannel channel;
   final SocketAddress address;
   private final Path udsDir;
-  /**
-   * The server's application threads, stopped before the event loops: a service still sending
-   * when a loop has terminated hands grpc-netty a frame it can no longer schedule, and grpc-netty
-   * then never releases it.
-   */
-  private final ExecutorService serverExecutor = Executors.newCachedThreadPool();
+  /** The server's application threads, stopped before the event loops. */
+  private final ExecutorService serverExecutor = ServerThreads.newPool();
 
   Loopback(Transport transport, ServerCredentials serverCreds, ChannelCredentials channelCreds)
       throws IOException {
@@ -103,9 +98,7 @@ final class Loopback implements AutoCloseable {
     channel.shutdownNow();
     server.shutdownNow();
     channel.awaitTermination(10, TimeUnit.SECONDS);
-    server.awaitTermination(10, TimeUnit.SECONDS);
-    serverExecutor.shutdown();
-    serverExecutor.awaitTermination(10, TimeUnit.SECONDS);
+    ServerThreads.stop(server, serverExecutor);
     group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
     if (udsDir != null) {
       udsDir.toFile().listFiles(f -> f.delete());

@@ -38,6 +38,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
@@ -80,11 +81,13 @@ class ReadBudgetIntegrationTest {
         }))
         .build();
     EventLoopGroup group = NettyTransports.nio(1);
+    ExecutorService calls = ServerThreads.newPool();
     Server server = NettyServerBuilder.forAddress(new InetSocketAddress("127.0.0.1", 0),
             creds.server())
         .bossEventLoopGroup(group)
         .workerEventLoopGroup(group)
         .channelType(NioServerSocketChannel.class)
+        .executor(calls)
         .addService(service)
         .build()
         .start();
@@ -96,7 +99,7 @@ class ReadBudgetIntegrationTest {
       out.flush();
       assertArrayEquals(message, received.get(HANG_GUARD_SECONDS, TimeUnit.SECONDS));
     } finally {
-      server.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+      ServerThreads.stop(server, calls);
       group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
     }
   }
@@ -164,6 +167,7 @@ class ReadBudgetIntegrationTest {
         .addMethod(method, ServerCalls.asyncClientStreamingCall(holder::call))
         .build();
     EventLoopGroup group = NettyTransports.nio(2);
+    ExecutorService calls = ServerThreads.newPool();
     Server server = NettyServerBuilder.forAddress(new InetSocketAddress("127.0.0.1", 0),
             serverCreds.server())
         .bossEventLoopGroup(group)
@@ -171,6 +175,7 @@ class ReadBudgetIntegrationTest {
         .channelType(NioServerSocketChannel.class)
         .permitKeepAliveTime(1, TimeUnit.SECONDS)
         .permitKeepAliveWithoutCalls(true)
+        .executor(calls)
         .addService(service)
         .build()
         .start();
@@ -221,7 +226,7 @@ class ReadBudgetIntegrationTest {
     } finally {
       holder.releaseAll();
       channel.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
-      server.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+      ServerThreads.stop(server, calls);
       group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
     }
   }

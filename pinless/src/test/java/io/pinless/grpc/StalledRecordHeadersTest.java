@@ -35,6 +35,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import org.junit.jupiter.api.extension.RegisterExtension;
@@ -185,11 +186,13 @@ class StalledRecordHeadersTest {
             .build()
         : PinlessServerCredentials.tls(TestCertificates.serverContext(
             SslProvider.JDK, TestCertificates.SERVER, ClientAuth.NONE));
+    ExecutorService calls = ServerThreads.newPool();
     Server server = NettyServerBuilder.forAddress(new InetSocketAddress("127.0.0.1", 0), creds)
         .channelType(CountingServerChannel.class)
         .bossEventLoopGroup(boss)
         .workerEventLoopGroup(worker)
         .withChildOption(ChannelOption.ALLOCATOR, serverAlloc)
+        .executor(calls)
         .addService(TestService.definition())
         .build()
         .start();
@@ -241,7 +244,7 @@ class StalledRecordHeadersTest {
       for (Channel ch : channels) {
         ch.close();
       }
-      server.shutdownNow().awaitTermination(30, TimeUnit.SECONDS);
+      ServerThreads.stop(server, calls);
       clients.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
       worker.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
       boss.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();

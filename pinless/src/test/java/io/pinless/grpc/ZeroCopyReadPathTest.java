@@ -30,6 +30,7 @@ import java.net.InetSocketAddress;
 import java.util.Iterator;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -88,8 +89,10 @@ class ZeroCopyReadPathTest {
   @ParameterizedTest
   @EnumSource(Transport.class)
   void everyReceivedMessageReachesTheMarshallerAsNioBuffers(Transport security) throws Exception {
+    ExecutorService calls = ServerThreads.newPool();
     Server server = NettyServerBuilder.forAddress(
             new InetSocketAddress("127.0.0.1", 0), security.server(handshakers.serverAddress()))
+        .executor(calls)
         .addService(TestService.definition())
         .build()
         .start();
@@ -113,7 +116,7 @@ class ZeroCopyReadPathTest {
           "every message's pieces expose NIO buffers, so a marshaller may read them in place");
     } finally {
       channel.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
-      server.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+      ServerThreads.stop(server, calls);
     }
   }
 
@@ -153,12 +156,14 @@ class ZeroCopyReadPathTest {
         }))
         .build();
     EventLoopGroup serverLoop = NettyTransports.nio(1);
+    ExecutorService calls = ServerThreads.newPool();
     Server server = NettyServerBuilder.forAddress(
             new InetSocketAddress("127.0.0.1", 0), security.server(handshakers.serverAddress()))
         .bossEventLoopGroup(serverLoop)
         .workerEventLoopGroup(serverLoop)
         .channelType(NioServerSocketChannel.class)
         .withChildOption(ChannelOption.SO_RCVBUF, FLOOD_SOCKET_BYTES)
+        .executor(calls)
         .addService(service)
         .build()
         .start();
@@ -196,7 +201,7 @@ class ZeroCopyReadPathTest {
           "a message sent in " + frameBytes + "-byte frames reaches the marshaller as NIO buffers");
     } finally {
       group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
-      server.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+      ServerThreads.stop(server, calls);
       serverLoop.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
     }
   }
