@@ -84,7 +84,7 @@ public final class ReadBudget {
   private long credit;
   /** {@link Messages#dataBytes} when last asked for the cap. */
   private long dataSeen;
-  /** The most the peer may be granted in all while pressed, as promised; 0 while not capped so. */
+  /** The most the peer may be granted in all, as promised; 0 once uncapped or ended. */
   private long cap;
   /** What the peer may still be granted under {@link #cap}, as last reported to the process. */
   private long promised;
@@ -256,8 +256,7 @@ public final class ReadBudget {
   }
 
   /**
-   * Reports that the peer may be granted up to {@code bytes} in all (0: it is not capped by a
-   * share or loan, and nothing is promised).
+   * Reports that the peer may be granted up to {@code bytes} in all (0: nothing is promised).
    */
   private void promiseUpTo(long bytes) {
     cap = bytes;
@@ -289,15 +288,14 @@ public final class ReadBudget {
       if (loan != null && loan.repay()) {
         messages.uncoverAll();
       }
-      promiseUpTo(0);
       int connections = Math.max(1, process.connections());
       // Credit granted pins up to a quarter more than it carries.
-      if (idle) {
-        long room = process.idleRoomBytes() * 4 / 5 / connections;
-        return Math.max(credit + room, IDLE_CREDIT_BYTES);
-      }
-      long room = process.roomBytes() * 4 / 5 / connections;
-      return credit + Math.max(room, MIN_ROOM_BYTES);
+      long allowed = idle
+          ? Math.max(credit + process.idleRoomBytes() * 4 / 5 / connections, IDLE_CREDIT_BYTES)
+          : credit + Math.max(process.roomBytes() * 4 / 5 / connections, MIN_ROOM_BYTES);
+      // Promised like a pressed cap: a loan lent before this connection asks again counts it.
+      promiseUpTo(allowed);
+      return allowed;
     }
     if (loan == null) {
       loan = new Loan(process);
