@@ -84,7 +84,10 @@ public final class ReadBudget {
   private long credit;
   /** {@link Messages#dataBytes} when last asked for the cap. */
   private long dataSeen;
-  /** The most the peer may be granted in all, as promised; 0 once uncapped or ended. */
+  /**
+   * The most the peer may be granted in all, as promised; 0 while idle below the pressed
+   * threshold, once uncapped or ended.
+   */
   private long cap;
   /** What the peer may still be granted under {@link #cap}, as last reported to the process. */
   private long promised;
@@ -290,10 +293,15 @@ public final class ReadBudget {
       }
       int connections = Math.max(1, process.connections());
       // Credit granted pins up to a quarter more than it carries.
-      long allowed = idle
-          ? Math.max(credit + process.idleRoomBytes() * 4 / 5 / connections, IDLE_CREDIT_BYTES)
-          : credit + Math.max(process.roomBytes() * 4 / 5 / connections, MIN_ROOM_BYTES);
-      // Promised like a pressed cap: a loan lent before this connection asks again counts it.
+      if (idle) {
+        // Nothing is promised: the window grants an idle peer nothing until its DATA is read,
+        // and promises of peers that stay silent would stand for as long as they do.
+        promiseUpTo(0);
+        long room = process.idleRoomBytes() * 4 / 5 / connections;
+        return Math.max(credit + room, IDLE_CREDIT_BYTES);
+      }
+      long allowed = credit + Math.max(process.roomBytes() * 4 / 5 / connections, MIN_ROOM_BYTES);
+      // Promised as a pressed cap is: a loan lent before this connection asks again counts it.
       promiseUpTo(allowed);
       return allowed;
     }

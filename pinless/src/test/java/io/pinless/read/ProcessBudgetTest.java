@@ -411,9 +411,10 @@ class ProcessBudgetTest {
   }
 
   @Test
-  void aCapBelowThePressedThresholdPromisesWhatItAllowsTillItsPeerIsSentIt() {
+  void aBusyCapBelowThePressedThresholdIsPromisedTillItsPeerIsSentItAnIdleOneIsNot() {
     ProcessBudget process = new ProcessBudget(100_000);
-    budget(process).credit(0);
+    ReadBudget quiet = budget(process);
+    quiet.credit(0);
     ReadBudget a = budget(process);
     a.credit(0);
     assertFalse(process.isPressed());
@@ -421,6 +422,10 @@ class ProcessBudgetTest {
         "its part of the 50,000 below half the limit, less a fifth");
     assertEquals(20_000, process.promisedBytes(),
         "its peer may be sent that much before the connection asks again, pressed or not");
+    assertEquals(ReadBudget.IDLE_CREDIT_BYTES, quiet.maxCreditBytes(new Need(0)),
+        "idle: HTTP/2's first window");
+    assertEquals(20_000, process.promisedBytes(),
+        "an idle peer is sent nothing until it sends: it promises nothing, however long it stays");
     a.credit(15_000);
     assertEquals(5_000, process.promisedBytes(), "what is sent counts as credit");
     assertEquals(15_000, process.creditBytes());
