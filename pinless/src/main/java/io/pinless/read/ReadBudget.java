@@ -84,10 +84,7 @@ public final class ReadBudget {
   private long credit;
   /** {@link Messages#dataBytes} when last asked for the cap. */
   private long dataSeen;
-  /**
-   * The most the peer may be granted in all, as promised; 0 while idle below the pressed
-   * threshold, once uncapped or ended.
-   */
+  /** The most the peer may be granted in all while pressed, as promised; 0 while not capped so. */
   private long cap;
   /** What the peer may still be granted under {@link #cap}, as last reported to the process. */
   private long promised;
@@ -259,7 +256,8 @@ public final class ReadBudget {
   }
 
   /**
-   * Reports that the peer may be granted up to {@code bytes} in all (0: nothing is promised).
+   * Reports that the peer may be granted up to {@code bytes} in all (0: it is not capped by a
+   * share or loan, and nothing is promised).
    */
   private void promiseUpTo(long bytes) {
     cap = bytes;
@@ -291,19 +289,15 @@ public final class ReadBudget {
       if (loan != null && loan.repay()) {
         messages.uncoverAll();
       }
+      promiseUpTo(0);
       int connections = Math.max(1, process.connections());
       // Credit granted pins up to a quarter more than it carries.
       if (idle) {
-        // Nothing is promised: the window grants an idle peer nothing until its DATA is read,
-        // and promises of peers that stay silent would stand for as long as they do.
-        promiseUpTo(0);
         long room = process.idleRoomBytes() * 4 / 5 / connections;
         return Math.max(credit + room, IDLE_CREDIT_BYTES);
       }
-      long allowed = credit + Math.max(process.roomBytes() * 4 / 5 / connections, MIN_ROOM_BYTES);
-      // Promised as a pressed cap is: a loan lent before this connection asks again counts it.
-      promiseUpTo(allowed);
-      return allowed;
+      long room = process.roomBytes() * 4 / 5 / connections;
+      return credit + Math.max(room, MIN_ROOM_BYTES);
     }
     if (loan == null) {
       loan = new Loan(process);

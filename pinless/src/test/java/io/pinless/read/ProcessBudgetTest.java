@@ -411,27 +411,6 @@ class ProcessBudgetTest {
   }
 
   @Test
-  void aBusyCapBelowThePressedThresholdIsPromisedTillItsPeerIsSentItAnIdleOneIsNot() {
-    ProcessBudget process = new ProcessBudget(100_000);
-    ReadBudget quiet = budget(process);
-    quiet.credit(0);
-    ReadBudget a = budget(process);
-    a.credit(0);
-    assertFalse(process.isPressed());
-    assertEquals(20_000, a.maxCreditBytes(new Need(40_000)),
-        "its part of the 50,000 below half the limit, less a fifth");
-    assertEquals(20_000, process.promisedBytes(),
-        "its peer may be sent that much before the connection asks again, pressed or not");
-    assertEquals(ReadBudget.IDLE_CREDIT_BYTES, quiet.maxCreditBytes(new Need(0)),
-        "idle: HTTP/2's first window");
-    assertEquals(20_000, process.promisedBytes(),
-        "an idle peer is sent nothing until it sends: it promises nothing, however long it stays");
-    a.credit(15_000);
-    assertEquals(5_000, process.promisedBytes(), "what is sent counts as credit");
-    assertEquals(15_000, process.creditBytes());
-  }
-
-  @Test
   void creditGrantedEarlierLeavesNoRoomForLoansPastTheLimitButOneAlwaysGoes() {
     ProcessBudget process = new ProcessBudget(120_000);
     ReadBudget[] three = three(process, 80_000);
