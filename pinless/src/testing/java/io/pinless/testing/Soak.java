@@ -48,6 +48,8 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
@@ -794,6 +796,11 @@ public final class Soak {
         NettyTransports.nio(1);
     private final EventLoopGroup clientGroup =
         NettyTransports.nio(1);
+    /**
+     * The servers' application threads, stopped before the event loops: a call still sending once
+     * its loop has terminated hands grpc-netty a frame it never releases.
+     */
+    private final ExecutorService serverCalls = Executors.newCachedThreadPool();
     /** Direct, one arena of each kind, no thread caches: what the arenas report is what buffers hold. */
     private final PooledByteBufAllocator serverAlloc =
         new PooledByteBufAllocator(true, 1, 1, 8192, 9, 0, 0, false);
@@ -824,6 +831,7 @@ public final class Soak {
             .channelType(NioServerSocketChannel.class)
             .withChildOption(ChannelOption.ALLOCATOR, serverAlloc)
             .maxInboundMessageSize(options.maxMessageBytes() + 64)
+            .executor(serverCalls)
             .addService(service(damaged, options.maxMessageBytes()))
             .build()
             .start();
@@ -1160,6 +1168,8 @@ public final class Soak {
         e.proxy.close();
         e.server.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
       }
+      serverCalls.shutdown();
+      serverCalls.awaitTermination(10, TimeUnit.SECONDS);
       clientHandshaker.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
       serverHandshaker.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
       clientGroup.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
