@@ -2,7 +2,6 @@ package io.pinless.grpc;
 
 import io.grpc.Attributes;
 import io.grpc.ChannelCredentials;
-import io.grpc.Grpc;
 import io.grpc.InternalChannelz;
 import io.grpc.SecurityLevel;
 import io.grpc.Status;
@@ -46,7 +45,6 @@ import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
 import javax.net.ssl.SSLEngine;
-import javax.net.ssl.SSLSession;
 import javax.net.ssl.SSLParameters;
 
 /**
@@ -400,18 +398,18 @@ final class NettyNegotiators {
     protected void userEventTriggered0(ChannelHandlerContext ctx, Object evt) throws Exception {
       if (evt instanceof TlsHandshakeResult) {
         TlsHandshakeResult result = (TlsHandshakeResult) evt;
-        SSLSession handshake = result.negotiated();
         ProtocolNegotiationEvent event = getProtocolNegotiationEvent();
         Attributes attrs =
             InternalProtocolNegotiationEvent.getAttributes(event).toBuilder()
                 .set(GrpcAttributes.ATTR_SECURITY_LEVEL, SecurityLevel.PRIVACY_AND_INTEGRITY)
-                .set(Grpc.TRANSPORT_ATTR_SSL_SESSION, handshake)
+                .setAll(result.transportAttributes())
                 .set(GrpcAttributes.ATTR_AUTHORITY_VERIFIER,
-                    authority -> TlsAuthority.check(handshake::getPeerCertificates, authority))
+                    authority -> TlsAuthority.check(result::peerCertificates, authority))
                 .build();
         event = InternalProtocolNegotiationEvent.withAttributes(event, attrs);
         event = InternalProtocolNegotiationEvent.withSecurity(event,
-            new InternalChannelz.Security(new InternalChannelz.Tls(handshake)));
+            new InternalChannelz.Security(new InternalChannelz.Tls(result.cipherSuite(),
+                result.localCertificate(), result.peerCertificate())));
         replaceProtocolNegotiationEvent(event);
         install(ctx, result.takeRecordStage());
         return;

@@ -1,7 +1,9 @@
 package io.pinless.tls;
 
+import io.grpc.Attributes;
 import io.pinless.connection.RecordStage;
-import javax.net.ssl.SSLSession;
+import java.security.cert.Certificate;
+import javax.net.ssl.SSLPeerUnverifiedException;
 
 /**
  * Fired by {@link TlsHandshakeHandler} when a TLS handshake has succeeded: what was negotiated
@@ -10,19 +12,53 @@ import javax.net.ssl.SSLSession;
  * the connection.
  */
 public final class TlsHandshakeResult {
-  private final SSLSession negotiated;
+  private final Attributes transportAttributes;
+  private final String cipherSuite;
+  private final Certificate localCertificate;
+  /** The peer's verified chain; null when it presented none. */
+  private final Certificate[] peerCertificates;
   private final String applicationProtocol;
   private TlsRecordStage stage;
 
   TlsHandshakeResult(TlsRecordStage stage) {
     this.stage = stage;
-    this.negotiated = stage.engine().getSession();
+    this.transportAttributes = TlsRecords.transportAttributes(stage.engine());
+    this.cipherSuite = TlsRecords.cipherSuite(stage.engine());
+    this.localCertificate = TlsRecords.localCertificate(stage.engine());
+    this.peerCertificates = TlsRecords.peerCertificates(stage.engine());
     this.applicationProtocol = stage.engine().getApplicationProtocol();
   }
 
-  /** What was negotiated: the peer's certificates, the protocol version and cipher suite. */
-  public SSLSession negotiated() {
-    return negotiated;
+  /** gRPC's TLS transport attribute, for the transport's attributes. */
+  public Attributes transportAttributes() {
+    return transportAttributes;
+  }
+
+  /** The cipher suite negotiated. */
+  public String cipherSuite() {
+    return cipherSuite;
+  }
+
+  /** The first certificate this end presented, or null. */
+  public Certificate localCertificate() {
+    return localCertificate;
+  }
+
+  /**
+   * The chain the peer presented, verified.
+   *
+   * @throws SSLPeerUnverifiedException if the peer presented none
+   */
+  public Certificate[] peerCertificates() throws SSLPeerUnverifiedException {
+    if (peerCertificates == null) {
+      throw new SSLPeerUnverifiedException("the peer presented no certificate");
+    }
+    return peerCertificates.clone();
+  }
+
+  /** The first certificate of the peer's chain, or null when it presented none. */
+  public Certificate peerCertificate() {
+    return peerCertificates == null || peerCertificates.length == 0 ? null : peerCertificates[0];
   }
 
   /** The protocol ALPN selected ({@code h2}). */

@@ -1,8 +1,12 @@
 package io.pinless.tls;
 
+import io.grpc.Attributes;
+import io.grpc.Grpc;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
+import java.security.cert.Certificate;
 import javax.net.ssl.SSLEngine;
+import javax.net.ssl.SSLPeerUnverifiedException;
 
 /**
  * The TLS record header (RFC 8446 section 5.1, RFC 5246 section 6.2): type u8, version u16,
@@ -67,6 +71,28 @@ final class TlsRecords {
   /** The cipher suite the engine negotiated. */
   static String cipherSuite(SSLEngine engine) {
     return engine.getSession().getCipherSuite();
+  }
+
+  /** gRPC's TLS transport attribute, from which applications read the peer's certificates. */
+  static Attributes transportAttributes(SSLEngine engine) {
+    return Attributes.newBuilder()
+        .set(Grpc.TRANSPORT_ATTR_SSL_SESSION, engine.getSession())
+        .build();
+  }
+
+  /** The first certificate the engine presented to its peer, or null. */
+  static Certificate localCertificate(SSLEngine engine) {
+    Certificate[] local = engine.getSession().getLocalCertificates();
+    return local == null || local.length == 0 ? null : local[0];
+  }
+
+  /** The chain the peer presented, or null when it presented none the engine verified. */
+  static Certificate[] peerCertificates(SSLEngine engine) {
+    try {
+      return engine.getSession().getPeerCertificates();
+    } catch (SSLPeerUnverifiedException e) {
+      return null;
+    }
   }
 
   /**

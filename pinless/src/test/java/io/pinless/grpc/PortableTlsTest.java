@@ -9,7 +9,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.grpc.CallOptions;
 import io.grpc.ChannelCredentials;
 import io.grpc.ForwardingServerCallListener;
-import io.grpc.Grpc;
 import io.grpc.ManagedChannel;
 import io.grpc.Metadata;
 import io.grpc.Server;
@@ -31,11 +30,9 @@ import io.pinless.testing.TestCertificates.Identity;
 import java.io.ByteArrayInputStream;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
-import java.security.cert.X509Certificate;
 import java.util.Base64;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
-import javax.net.ssl.SSLSession;
 import org.junit.jupiter.api.Test;
 
 /** grpc's portable TLS credentials through pinless, both ends, mutual TLS. */
@@ -68,10 +65,8 @@ class PortableTlsTest {
       @Override
       public <Q, R> ServerCall.Listener<Q> interceptCall(
           ServerCall<Q, R> call, Metadata headers, ServerCallHandler<Q, R> next) {
-        SSLSession negotiated = call.getAttributes().get(Grpc.TRANSPORT_ATTR_SSL_SESSION);
         try {
-          seen.add(((X509Certificate) negotiated.getPeerCertificates()[0])
-              .getSubjectX500Principal().getName());
+          seen.add(TlsPeer.subject(call.getAttributes()));
         } catch (Exception e) {
           seen.add("none: " + e);
         }

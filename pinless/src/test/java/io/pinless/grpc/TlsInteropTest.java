@@ -5,13 +5,11 @@ import static io.pinless.grpc.TestService.message;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertNotNull;
 
 import io.grpc.CallOptions;
 import io.grpc.ChannelCredentials;
 import io.grpc.ClientCall;
 import io.grpc.ForwardingServerCallListener;
-import io.grpc.Grpc;
 import io.grpc.ManagedChannel;
 import io.grpc.Metadata;
 import io.grpc.SecurityLevel;
@@ -32,7 +30,6 @@ import io.netty.handler.ssl.SslProvider;
 import io.pinless.PinlessMetrics.Metric;
 import io.pinless.testing.TestCertificates;
 import java.net.InetSocketAddress;
-import java.security.cert.X509Certificate;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
@@ -40,7 +37,6 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
-import javax.net.ssl.SSLSession;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
@@ -141,9 +137,7 @@ class TlsInteropTest {
     CompletableFuture<byte[]> done = new CompletableFuture<>();
     ClientCalls.asyncUnaryCall(call, message(1, 1), observer(done));
     done.get(30, TimeUnit.SECONDS);
-    SSLSession session = call.getAttributes().get(Grpc.TRANSPORT_ATTR_SSL_SESSION);
-    assertNotNull(session, "the client call's attributes carry the TLS session");
-    return ((X509Certificate) session.getPeerCertificates()[0]).getSubjectX500Principal().getName();
+    return TlsPeer.subject(call.getAttributes());
   }
 
   /** Records, per call, the client certificate's subject and the security level the server saw. */
@@ -152,12 +146,10 @@ class TlsInteropTest {
       @Override
       public <Q, R> ServerCall.Listener<Q> interceptCall(
           ServerCall<Q, R> call, Metadata headers, ServerCallHandler<Q, R> next) {
-        SSLSession session = call.getAttributes().get(Grpc.TRANSPORT_ATTR_SSL_SESSION);
         SecurityLevel level = call.getAttributes().get(GrpcAttributes.ATTR_SECURITY_LEVEL);
         String subject;
         try {
-          subject = ((X509Certificate) session.getPeerCertificates()[0])
-              .getSubjectX500Principal().getName();
+          subject = TlsPeer.subject(call.getAttributes());
         } catch (Exception e) {
           subject = "no client certificate: " + e;
         }

@@ -191,7 +191,7 @@ class TlsRecordStageFuzzTest {
           break;
         default: // RENEGOTIATION
           stream.bad();
-          if ("TLSv1.2".equals(server.getSession().getProtocol())) {
+          if ("TLSv1.2".equals(TlsRecords.protocol(server))) {
             server.beginHandshake();
             stream.wire.writeBytes(seal(server, new byte[0]));
           } else {

@@ -87,9 +87,9 @@ class TlsRecordStageTest {
         runTasks(client);
       }
       toClient.compact();
-      // Done once the server has nothing more to send (TLS 1.3 session tickets come after).
+      // Done once the server has nothing more to send (TLS 1.3 resumption tickets come after).
       if (done(client) && done(server) && serverSentNothing && toServer.position() == 0) {
-        // BoringSSL sends its TLS 1.3 session tickets with its first write: one byte, read here.
+        // BoringSSL sends its TLS 1.3 resumption tickets with its first write: one byte, read here.
         step(server, ByteBuffer.wrap(new byte[] {42}), toClient);
         toClient.flip();
         while (toClient.hasRemaining()) {

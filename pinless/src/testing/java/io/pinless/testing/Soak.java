@@ -85,8 +85,8 @@ import java.util.zip.CRC32;
  * run) is at most 5% above the sample at a fifth of the run: minute 10 against minute 2 of a
  * ten-minute run. Only growth fails: a leak grows, while the heap may shrink when something
  * outside the run lets go (another allocator's pool chunk, in the test JVM one of an earlier
- * test's), which says nothing about the run. The TLS contexts keep few sessions for resumption, so their caches are full
- * before the reference sample.
+ * test's), which says nothing about the run. The TLS contexts keep few resumption entries, so
+ * their caches are full before the reference sample.
  *
  * <p>A task on every event loop of the servers and the clients is due every 10 ms; how late it
  * runs is a stall. A stall counts what the loop itself caused: its lateness less the time the
@@ -116,11 +116,11 @@ public final class Soak {
   private static final long HANG_GRACE_SECONDS = 15;
   private static final long STALL_PERIOD_NANOS = TimeUnit.MILLISECONDS.toNanos(10);
   /**
-   * Sessions each TLS context keeps for resumption. The engines' default caches hold thousands
+   * Resumption entries each TLS context keeps. The engines' default caches hold thousands
    * and take longer than a run's churn to fill: the heap would grow with them all along, bounded
    * but never flat. A small cache is full within seconds.
    */
-  private static final int TLS_SESSIONS = 64;
+  private static final int TLS_RESUMPTION_ENTRIES = 64;
 
   /** The transports a run churns through. */
   public enum Transport {
@@ -854,7 +854,7 @@ public final class Soak {
                   TestCertificates.SERVER.key(), TestCertificates.SERVER.certificate()),
                   provider(t))
               .clientAuth(ClientAuth.NONE)
-              .sessionCacheSize(TLS_SESSIONS)
+              .sessionCacheSize(TLS_RESUMPTION_ENTRIES)
               .build());
       }
     }
@@ -870,7 +870,7 @@ public final class Soak {
           return PinlessChannelCredentials.tls(
               GrpcSslContexts.configure(SslContextBuilder.forClient(), provider(t))
                   .trustManager(TestCertificates.CA.certificate())
-                  .sessionCacheSize(TLS_SESSIONS)
+                  .sessionCacheSize(TLS_RESUMPTION_ENTRIES)
                   .build());
       }
     }

@@ -211,7 +211,7 @@ public final class Floor {
   }
 
   /**
-   * The attributes of a call on {@code variant}'s client (one small download): its TLS session or
+   * The attributes of a call on {@code variant}'s client (one small download): its negotiated TLS state or
    * ALTS context, which tell the cipher it runs.
    */
   private static Attributes probe(String variant, ChunkInterleaved.Servers servers) throws Exception {
@@ -249,8 +249,8 @@ public final class Floor {
       keyBytes = 16;
       recordBytes = alts.maxFrameSize() - AeadCost.ALTS_FRAME_OVERHEAD_BYTES;
     } else {
-      SSLSession session = attrs.get(Grpc.TRANSPORT_ATTR_SSL_SESSION);
-      String suite = session.getCipherSuite();
+      SSLSession negotiated = attrs.get(Grpc.TRANSPORT_ATTR_SSL_SESSION);
+      String suite = negotiated.getCipherSuite();
       if (!suite.contains("_GCM_")) {
         throw new IllegalStateException("the floor measures AES-GCM, not " + suite);
       }
