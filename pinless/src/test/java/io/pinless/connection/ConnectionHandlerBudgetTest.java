@@ -331,8 +331,8 @@ class ConnectionHandlerBudgetTest {
   @Test
   void creditReleasedAsTheWalkEndsCountsBeforeTheCapsPromiseIsDropped() {
     ProcessBudget process = new ProcessBudget(1_000_000);
-    ReadBudget other = creditOf(process, 410_000);
     ReadBudget budget = new ReadBudget(1 << 30, process);
+    ReadBudget other = creditOf(process, 410_000);
     long[] seen = {-1, -1};
     EmbeddedChannel ch = new EmbeddedChannel();
     ch.config().setAllocator(new AbstractByteBufAllocator(false) {
