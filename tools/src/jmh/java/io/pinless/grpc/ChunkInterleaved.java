@@ -58,7 +58,10 @@ import java.util.function.Consumer;
  *   <li>{@code stock-alts}: grpc-alts (on grpc-netty-shaded), protobuf's marshaller;
  *   <li>{@code pinless-tls} and {@code stock-tls}: TLS on the JDK's engine, pinless's credentials
  *       with the zero-copy marshaller and grpc-netty's with protobuf's; {@code
- *       pinless-tls-openssl} and {@code stock-tls-openssl} the same on OpenSSL's engine.
+ *       pinless-tls-openssl} and {@code stock-tls-openssl} the same on OpenSSL's engine;
+ *   <li>a pinless variant with {@code -proto} after its name ({@code pinless-proto}, {@code
+ *       pinless-alts-proto}, ...): the same transport with protobuf's marshaller, as most
+ *       applications parse, so that its pair with stock compares the transports alone.
  * </ul>
  * Variants come in pairs, and each pair's ratios are the first over the second: {@code
  * pinless,stock,stock,stock} gives pinless over stock and a stock-against-stock control. The
@@ -381,6 +384,12 @@ public final class ChunkInterleaved {
 
   /** A connected client of {@code variant} (see the class comment) to its server in {@code servers}. */
   static Client open(String variant, Servers servers) throws Exception {
+    if (variant.startsWith("pinless") && variant.endsWith(PROTO)) {
+      Client zeroCopy = open(variant.substring(0, variant.length() - PROTO.length()), servers);
+      Receiving protobuf = Receiving.protobuf();
+      return new Client(variant, zeroCopy.channel(), zeroCopy.loopThread(),
+          ChunkService.download(protobuf.marshaller()), protobuf, zeroCopy.loops());
+    }
     switch (variant) {
       case "pinless-tls":
       case "pinless-tls-openssl":
@@ -409,9 +418,13 @@ public final class ChunkInterleaved {
       default:
         throw new IllegalArgumentException(
             "unknown variant " + variant + " (pinless, stock, pinless-alts, stock-alts, "
-                + "pinless-tls, stock-tls, pinless-tls-openssl or stock-tls-openssl)");
+                + "pinless-tls, stock-tls, pinless-tls-openssl or stock-tls-openssl; a pinless "
+                + "one with " + PROTO + ")");
     }
   }
+
+  /** A pinless variant's suffix for protobuf's marshaller instead of the zero-copy one. */
+  static final String PROTO = "-proto";
 
   /** A client on grpc-netty with one event loop thread of its own. */
   private static Client netty(String variant, Server server, ChannelCredentials creds,
