@@ -29,9 +29,12 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.function.Consumer;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 /**
  * A download of protobuf {@link Chunk} messages, the client's receive path compared in windows
@@ -61,7 +64,10 @@ import java.util.function.Consumer;
  *       pinless-tls-openssl} and {@code stock-tls-openssl} the same on OpenSSL's engine;
  *   <li>a pinless variant with {@code -proto} after its name ({@code pinless-proto}, {@code
  *       pinless-alts-proto}, ...): the same transport with protobuf's marshaller, as most
- *       applications parse, so that its pair with stock compares the transports alone.
+ *       applications parse, so that its pair with stock compares the transports alone;
+ *   <li>any variant with {@code -x2} to {@code -x99} after its name ({@code pinless-proto-x4}):
+ *       that many connections on its one event loop, each window's calls on all of them at
+ *       once, as {@code pinless compare}'s four clients share a loop.
  * </ul>
  * Variants come in pairs, and each pair's ratios are the first over the second: {@code
  * pinless,stock,stock,stock} gives pinless over stock and a stock-against-stock control. The
@@ -115,12 +121,28 @@ public final class ChunkInterleaved {
     }
   }
 
-  /** One client, connected: its channel, its event loop thread, and what shuts it down. */
-  record Client(String variant, ManagedChannel channel, long loopThread,
+  /**
+   * One client, connected: its channels (one, or several on the same event loop), its event loop
+   * thread, and what shuts it down.
+   */
+  record Client(String variant, List<ManagedChannel> channels, long loopThread,
       MethodDescriptor<ChunkRequest, Chunk> method, Receiving receiving, AutoCloseable loops) {
+    /** The first channel. */
+    ManagedChannel channel() {
+      return channels.get(0);
+    }
+
+    /** One download on each channel at once; returns the payload bytes of all. */
     long download(int count, int size) throws Exception {
-      return ChunkDownloads.download(channel, method, count, size, receiving.release())
-          .get(60, TimeUnit.SECONDS);
+      List<CompletableFuture<Long>> calls = new ArrayList<>();
+      for (ManagedChannel channel : channels) {
+        calls.add(ChunkDownloads.download(channel, method, count, size, receiving.release()));
+      }
+      long bytes = 0;
+      for (CompletableFuture<Long> call : calls) {
+        bytes += call.get(60, TimeUnit.SECONDS);
+      }
+      return bytes;
     }
 
     /** Bytes of chunks the zero-copy marshaller parsed by copying so far; 0 for protobuf's. */
@@ -129,7 +151,9 @@ public final class ChunkInterleaved {
     }
 
     void close() throws Exception {
-      channel.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+      for (ManagedChannel channel : channels) {
+        channel.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+      }
       loops.close();
     }
   }
@@ -384,34 +408,45 @@ public final class ChunkInterleaved {
 
   /** A connected client of {@code variant} (see the class comment) to its server in {@code servers}. */
   static Client open(String variant, Servers servers) throws Exception {
+    Matcher several = CONNECTIONS.matcher(variant);
+    return several.matches()
+        ? open(variant, several.group(1), Integer.parseInt(several.group(2)), servers)
+        : open(variant, variant, 1, servers);
+  }
+
+  /** A client named {@code name} of {@code variant} with {@code connections} channels. */
+  private static Client open(String name, String variant, int connections, Servers servers)
+      throws Exception {
     if (variant.startsWith("pinless") && variant.endsWith(PROTO)) {
-      Client zeroCopy = open(variant.substring(0, variant.length() - PROTO.length()), servers);
+      Client zeroCopy = open(name, variant.substring(0, variant.length() - PROTO.length()),
+          connections, servers);
       Receiving protobuf = Receiving.protobuf();
-      return new Client(variant, zeroCopy.channel(), zeroCopy.loopThread(),
+      return new Client(name, zeroCopy.channels(), zeroCopy.loopThread(),
           ChunkService.download(protobuf.marshaller()), protobuf, zeroCopy.loops());
     }
+    Variant client = new Variant(name, connections);
     switch (variant) {
       case "pinless-tls":
       case "pinless-tls-openssl":
-        return netty(variant, servers.tls(variant.endsWith("openssl")),
+        return netty(client, servers.tls(variant.endsWith("openssl")),
             BenchTransport.credentials(variant).channel(), Receiving.zeroCopy());
       case "stock-tls":
       case "stock-tls-openssl":
-        return netty(variant, servers.tls(variant.endsWith("openssl")),
+        return netty(client, servers.tls(variant.endsWith("openssl")),
             BenchTransport.credentials(variant).channel(), Receiving.protobuf());
       case "pinless":
-        return netty(variant, servers.plaintext(), PinlessChannelCredentials.insecure(),
+        return netty(client, servers.plaintext(), PinlessChannelCredentials.insecure(),
             Receiving.zeroCopy());
       case "stock":
-        return netty(variant, servers.plaintext(), InsecureChannelCredentials.create(),
+        return netty(client, servers.plaintext(), InsecureChannelCredentials.create(),
             Receiving.protobuf());
       case "pinless-alts":
-        return netty(variant, servers.alts(),
+        return netty(client, servers.alts(),
             PinlessChannelCredentials.altsBuilder()
                 .handshakerAddress(servers.clientHandshaker()).build(),
             Receiving.zeroCopy());
       case "stock-alts":
-        return shaded(variant, servers.alts(),
+        return shaded(client, servers.alts(),
             AltsChannelCredentials.newBuilder().enableUntrustedAltsForTesting()
                 .setHandshakerAddressForTesting(servers.clientHandshaker()).build(),
             Receiving.protobuf());
@@ -419,45 +454,58 @@ public final class ChunkInterleaved {
         throw new IllegalArgumentException(
             "unknown variant " + variant + " (pinless, stock, pinless-alts, stock-alts, "
                 + "pinless-tls, stock-tls, pinless-tls-openssl or stock-tls-openssl; a pinless "
-                + "one with " + PROTO + ")");
+                + "one with " + PROTO + "; any with -x2 to -x99 for that many connections)");
     }
   }
 
   /** A pinless variant's suffix for protobuf's marshaller instead of the zero-copy one. */
   static final String PROTO = "-proto";
+  /** A variant's suffix for that many connections on its one event loop, as {@code -x4}. */
+  private static final Pattern CONNECTIONS = Pattern.compile("(.+)-x([2-9]|[1-9][0-9])");
+
+  /** A client's name and how many connections it opens. */
+  private record Variant(String name, int connections) {}
 
   /** A client on grpc-netty with one event loop thread of its own. */
-  private static Client netty(String variant, Server server, ChannelCredentials creds,
+  private static Client netty(Variant variant, Server server, ChannelCredentials creds,
       Receiving receiving) throws Exception {
     EventLoopGroup group = new MultiThreadIoEventLoopGroup(1, NioIoHandler.newFactory());
-    ManagedChannel channel = io.grpc.netty.NettyChannelBuilder
-        .forAddress(new InetSocketAddress("127.0.0.1", server.getPort()), creds)
-        .eventLoopGroup(group)
-        .channelType(NioSocketChannel.class)
-        .withOption(ChannelOption.ALLOCATOR, PooledByteBufAllocator.DEFAULT)
-        .directExecutor()
-        .maxInboundMessageSize(MAX_MESSAGE_BYTES)
-        .build();
+    List<ManagedChannel> channels = new ArrayList<>();
+    for (int i = 0; i < variant.connections(); i++) {
+      channels.add(io.grpc.netty.NettyChannelBuilder
+          .forAddress(new InetSocketAddress("127.0.0.1", server.getPort()), creds)
+          .eventLoopGroup(group)
+          .channelType(NioSocketChannel.class)
+          .withOption(ChannelOption.ALLOCATOR, PooledByteBufAllocator.DEFAULT)
+          .directExecutor()
+          .maxInboundMessageSize(MAX_MESSAGE_BYTES)
+          .build());
+    }
     long thread = group.next().submit(() -> Thread.currentThread().getId()).get();
-    return new Client(variant, channel, thread, ChunkService.download(receiving.marshaller()),
-        receiving, () -> group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync());
+    return new Client(variant.name(), channels, thread,
+        ChunkService.download(receiving.marshaller()), receiving,
+        () -> group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync());
   }
 
   /** A client on grpc-netty-shaded (which grpc-alts runs on) with one event loop thread. */
-  private static Client shaded(String variant, Server server, ChannelCredentials creds,
+  private static Client shaded(Variant variant, Server server, ChannelCredentials creds,
       Receiving receiving) throws Exception {
     var group = new io.grpc.netty.shaded.io.netty.channel.MultiThreadIoEventLoopGroup(1,
         io.grpc.netty.shaded.io.netty.channel.nio.NioIoHandler.newFactory());
-    ManagedChannel channel = io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder
-        .forAddress(new InetSocketAddress("127.0.0.1", server.getPort()), creds)
-        .eventLoopGroup(group)
-        .channelType(io.grpc.netty.shaded.io.netty.channel.socket.nio.NioSocketChannel.class)
-        .directExecutor()
-        .maxInboundMessageSize(MAX_MESSAGE_BYTES)
-        .build();
+    List<ManagedChannel> channels = new ArrayList<>();
+    for (int i = 0; i < variant.connections(); i++) {
+      channels.add(io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder
+          .forAddress(new InetSocketAddress("127.0.0.1", server.getPort()), creds)
+          .eventLoopGroup(group)
+          .channelType(io.grpc.netty.shaded.io.netty.channel.socket.nio.NioSocketChannel.class)
+          .directExecutor()
+          .maxInboundMessageSize(MAX_MESSAGE_BYTES)
+          .build());
+    }
     long thread = group.next().submit(() -> Thread.currentThread().getId()).get();
-    return new Client(variant, channel, thread, ChunkService.download(receiving.marshaller()),
-        receiving, () -> group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync());
+    return new Client(variant.name(), channels, thread,
+        ChunkService.download(receiving.marshaller()), receiving,
+        () -> group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync());
   }
 
   /** Downloads until {@code seconds} have passed (whole calls); returns the window's figures. */
