@@ -37,6 +37,7 @@ import io.pinless.tls.TlsHandshakeHandler;
 import io.pinless.tls.TlsHandshakeResult;
 import java.net.URI;
 import java.net.URISyntaxException;
+import java.security.cert.Certificate;
 import java.util.List;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.Executor;
@@ -398,18 +399,20 @@ final class NettyNegotiators {
     protected void userEventTriggered0(ChannelHandlerContext ctx, Object evt) throws Exception {
       if (evt instanceof TlsHandshakeResult) {
         TlsHandshakeResult result = (TlsHandshakeResult) evt;
+        // The verifier lives as long as the transport: it keeps the peer's leaf and no more.
+        Certificate peer = result.peerCertificate();
         ProtocolNegotiationEvent event = getProtocolNegotiationEvent();
         Attributes attrs =
             InternalProtocolNegotiationEvent.getAttributes(event).toBuilder()
                 .set(GrpcAttributes.ATTR_SECURITY_LEVEL, SecurityLevel.PRIVACY_AND_INTEGRITY)
                 .setAll(result.transportAttributes())
                 .set(GrpcAttributes.ATTR_AUTHORITY_VERIFIER,
-                    authority -> TlsAuthority.check(result::peerCertificates, authority))
+                    authority -> TlsAuthority.check(peer, authority))
                 .build();
         event = InternalProtocolNegotiationEvent.withAttributes(event, attrs);
         event = InternalProtocolNegotiationEvent.withSecurity(event,
             new InternalChannelz.Security(new InternalChannelz.Tls(result.cipherSuite(),
-                result.localCertificate(), result.peerCertificate())));
+                result.localCertificate(), peer)));
         replaceProtocolNegotiationEvent(event);
         install(ctx, result.takeRecordStage());
         return;

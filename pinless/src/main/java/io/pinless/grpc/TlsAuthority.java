@@ -9,7 +9,6 @@ import java.security.cert.X509Certificate;
 import java.util.Collection;
 import java.util.List;
 import java.util.Locale;
-import javax.net.ssl.SSLPeerUnverifiedException;
 
 /**
  * Whether a TLS server's certificate is valid for an authority a call names itself ({@code
@@ -26,20 +25,16 @@ final class TlsAuthority {
 
   private TlsAuthority() {}
 
-  /** The peer's certificate chain, leaf first, as the TLS handshake verified it. */
-  interface PeerChain {
-    Certificate[] get() throws SSLPeerUnverifiedException;
-  }
-
-  /** OK if the peer's {@code chain} starts with a certificate valid for {@code authority}. */
-  static Status check(PeerChain peer, String authority) {
+  /**
+   * OK if {@code leaf}, the first certificate of the chain the handshake verified (null when the
+   * peer presented none), is valid for {@code authority}.
+   */
+  static Status check(Certificate leaf, String authority) {
     try {
-      Certificate[] chain = peer.get();
-      if (chain.length > 0 && chain[0] instanceof X509Certificate
-          && allows((X509Certificate) chain[0], authority)) {
+      if (leaf instanceof X509Certificate && allows((X509Certificate) leaf, authority)) {
         return Status.OK;
       }
-    } catch (SSLPeerUnverifiedException | CertificateParsingException e) {
+    } catch (CertificateParsingException e) {
       return refused(authority).withCause(e);
     }
     return refused(authority);

@@ -3,7 +3,6 @@ package io.pinless.tls;
 import io.grpc.Attributes;
 import io.pinless.connection.RecordStage;
 import java.security.cert.Certificate;
-import javax.net.ssl.SSLPeerUnverifiedException;
 
 /**
  * Fired by {@link TlsHandshakeHandler} when a TLS handshake has succeeded: what was negotiated
@@ -15,8 +14,8 @@ public final class TlsHandshakeResult {
   private final Attributes transportAttributes;
   private final String cipherSuite;
   private final Certificate localCertificate;
-  /** The peer's verified chain; null when it presented none. */
-  private final Certificate[] peerCertificates;
+  /** The first certificate of the peer's verified chain; null when it presented none. */
+  private final Certificate peerCertificate;
   private final String applicationProtocol;
   private TlsRecordStage stage;
 
@@ -25,7 +24,7 @@ public final class TlsHandshakeResult {
     this.transportAttributes = TlsRecords.transportAttributes(stage.engine());
     this.cipherSuite = TlsRecords.cipherSuite(stage.engine());
     this.localCertificate = TlsRecords.localCertificate(stage.engine());
-    this.peerCertificates = TlsRecords.peerCertificates(stage.engine());
+    this.peerCertificate = TlsRecords.peerCertificate(stage.engine());
     this.applicationProtocol = stage.engine().getApplicationProtocol();
   }
 
@@ -44,21 +43,9 @@ public final class TlsHandshakeResult {
     return localCertificate;
   }
 
-  /**
-   * The chain the peer presented, verified.
-   *
-   * @throws SSLPeerUnverifiedException if the peer presented none
-   */
-  public Certificate[] peerCertificates() throws SSLPeerUnverifiedException {
-    if (peerCertificates == null) {
-      throw new SSLPeerUnverifiedException("the peer presented no certificate");
-    }
-    return peerCertificates.clone();
-  }
-
-  /** The first certificate of the peer's chain, or null when it presented none. */
+  /** The first certificate of the peer's verified chain, or null when it presented none. */
   public Certificate peerCertificate() {
-    return peerCertificates == null || peerCertificates.length == 0 ? null : peerCertificates[0];
+    return peerCertificate;
   }
 
   /** The protocol ALPN selected ({@code h2}). */

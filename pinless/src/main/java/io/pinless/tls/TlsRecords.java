@@ -86,10 +86,11 @@ final class TlsRecords {
     return local == null || local.length == 0 ? null : local[0];
   }
 
-  /** The chain the peer presented, or null when it presented none the engine verified. */
-  static Certificate[] peerCertificates(SSLEngine engine) {
+  /** The first certificate of the chain the engine verified, or null when the peer sent none. */
+  static Certificate peerCertificate(SSLEngine engine) {
     try {
-      return engine.getSession().getPeerCertificates();
+      Certificate[] chain = engine.getSession().getPeerCertificates();
+      return chain.length == 0 ? null : chain[0];
     } catch (SSLPeerUnverifiedException e) {
       return null;
     }

@@ -41,4 +41,14 @@ class TlsAuthorityTest {
     assertEquals("::1", TlsAuthority.hostOf("::1"));
     assertEquals("example.com", TlsAuthority.hostOf("example.com"));
   }
+
+  @Test
+  void checkRefusesAMissingOrMismatchedLeaf() throws Exception {
+    X509Certificate cert = TestCertificates.server("api.example.com").certificate();
+    assertEquals(io.grpc.Status.Code.OK, TlsAuthority.check(cert, "api.example.com:443").getCode());
+    assertEquals(io.grpc.Status.Code.UNAVAILABLE,
+        TlsAuthority.check(cert, "other.example.com").getCode());
+    assertEquals(io.grpc.Status.Code.UNAVAILABLE,
+        TlsAuthority.check(null, "api.example.com").getCode());
+  }
 }
