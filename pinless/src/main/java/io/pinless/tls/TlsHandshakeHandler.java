@@ -299,8 +299,10 @@ public final class TlsHandshakeHandler extends ChannelInboundHandlerAdapter {
       src = pending.nioBuffer(start, recordBytes);
       tookRecord = true;
     }
+    // OpenSSL's engine may open the record behind the handshake's last in the same call, and
+    // asks for room for all of that record's length.
     ByteBuf plaintext = ctx.alloc().directBuffer(
-        EARLY_HEADROOM_BYTES + TlsRecords.plaintextBytes(engine));
+        EARLY_HEADROOM_BYTES + Math.max(TlsRecords.plaintextBytes(engine), recordBytes));
     plaintext.setIndex(EARLY_HEADROOM_BYTES, EARLY_HEADROOM_BYTES);
     try {
       SSLEngineResult result = engine.unwrap(src,

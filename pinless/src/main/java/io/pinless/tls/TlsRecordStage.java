@@ -194,7 +194,18 @@ public final class TlsRecordStage extends RecordFraming implements RecordStage {
     if (early != null) {
       handOnEarly(ctx, headroom, out);
     }
-    openRecords(ctx, in, headroom, out);
+    try {
+      openRecords(ctx, in, headroom, out);
+    } catch (RuntimeException e) {
+      if (mustWrap) {
+        // OpenSSL's engine takes no record after one it rejected and gives its reason only on
+        // the wrap after its alert: the alert goes out, and that reason replaces the refusal.
+        mustWrap = false;
+        writeWhatTheEngineSends(ctx);
+        writeWhatTheEngineSends(ctx);
+      }
+      throw e;
+    }
     answerEngine(ctx);
   }
 

@@ -353,6 +353,44 @@ class TlsRecordStageTest {
   }
 
   /**
+   * A record that does not authenticate with more records behind it in the same read fails the
+   * connection with the engine's reason: OpenSSL's engine takes nothing after it and gives its
+   * reason only on the wrap after its alert.
+   */
+  @ParameterizedTest
+  @EnumSource(names = {"JDK", "OPENSSL"})
+  void aForgedRecordWithMoreBehindItFailsWithTheEnginesReason(SslProvider provider)
+      throws Exception {
+    SSLEngine[] engines = handshaken(provider);
+    Capture capture = new Capture();
+    EmbeddedChannel ch = channel(new TlsRecordStage(engines[0], null), capture);
+    try {
+      byte[] payload = random(3000, 9);
+      byte[] before = bytes(seal(engines[1], payload));
+      byte[] forged = new byte[5 + 40];
+      forged[0] = 23;
+      forged[1] = 3;
+      forged[2] = 3;
+      forged[4] = 40;
+      byte[] after = bytes(seal(engines[1], random(3000, 10)));
+      StatusRuntimeException e = assertThrows(StatusRuntimeException.class,
+          () -> ch.writeInbound(read(ch, before, forged, after, after)));
+      assertUnavailable(e, "TLS record rejected");
+      assertArrayEquals(payload, capture.bytes.toByteArray(), "the plaintext before it arrived");
+      assertClosedWithoutAnswer(ch);
+    } finally {
+      ch.finishAndReleaseAll();
+      ReferenceCountUtil.release(engines[1]);
+    }
+  }
+
+  private static byte[] bytes(ByteBuffer buffer) {
+    byte[] bytes = new byte[buffer.remaining()];
+    buffer.get(bytes);
+    return bytes;
+  }
+
+  /**
    * TLS 1.3 records padded by any amount decode, several in one read, whatever the records before
    * them added (RFC 8446 5.4).
    */
