@@ -146,6 +146,13 @@ final class NettyNegotiators {
         new ClientFactory(new Security(stages, null, null)));
   }
 
+  /** As {@link #clientCredentials(Supplier)}, its connections reporting to {@code budget}. */
+  static ChannelCredentials clientCredentials(
+      Supplier<? extends RecordStage> stages, ProcessBudget budget) {
+    return InternalNettyChannelCredentials.create(
+        new ClientFactory(new Security(stages, null, null, budget)));
+  }
+
   /** The server side of {@link #clientCredentials(Supplier)}. */
   static ServerCredentials serverCredentials(Supplier<? extends RecordStage> stages) {
     return InternalNettyServerCredentials.create(

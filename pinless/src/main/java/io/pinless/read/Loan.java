@@ -5,7 +5,8 @@ package io.pinless.read;
  * process's budget is pressed: what caps its peer's credit then ({@link #cap}).
  *
  * <p>The loan covers what the connection holds past its fair share and what its covered messages
- * still need, and is repaid as that falls. Messages no loan covers yet take turns for one ({@link
+ * still need (with none under way, a frame for the next one if its share leaves nothing), and is
+ * repaid as that falls. Messages no loan covers yet take turns for one ({@link
  * ProcessBudget#queue}): once a loan has covered a connection's messages, its next message waits
  * behind the connections that have had fewer turns, so messages complete round by round across
  * connections and not connection by connection. Covered messages get all they still need,
@@ -46,7 +47,10 @@ final class Loan {
    *
    * <p>A connection with no message under way gets no credit past what it has ({@code credit}),
    * or a frame's ({@link ReadBudget#MIN_ROOM_BYTES}): shares shrink as connections come, and
-   * credit an idle peer was granted under a larger one cannot be taken back.
+   * credit an idle peer was granted under a larger one cannot be taken back. One whose share
+   * leaves it nothing borrows a frame while no message waits for a loan, so that its next message
+   * can start and wait its turn for one: an application that keeps what it has until that message
+   * comes would otherwise wait for good. The frame's loan is given back once a message waits.
    *
    * @param tracked what the connection holds, as its budget counts it
    * @param credit the credit its peer holds now
@@ -56,8 +60,13 @@ final class Loan {
     long all = messages.remainingBytes();
     if (all == 0) {
       coveredSeen = 0;
-      borrow(wanted(tracked, 0, share), tracked, share);
       dequeue(false);
+      long frame = wanted(tracked, ReadBudget.MIN_ROOM_BYTES, share);
+      boolean shareLeavesNothing = Math.max(0, share - tracked) * 4 / 5 == 0;
+      if (!shareLeavesNothing || process.anyWaiting() || borrow(frame, tracked, share) < frame) {
+        // A frame's loan yields to messages waiting for theirs; it needs room in the overdraft.
+        borrow(wanted(tracked, 0, share), tracked, share);
+      }
       return Math.min(within(share, tracked), Math.max(credit, ReadBudget.MIN_ROOM_BYTES));
     }
     long covered = messages.coveredBytes();

@@ -20,8 +20,9 @@ import java.util.logging.Logger;
  * committed. Invariant: while the budget is pressed, no peer is granted credit past what its
  * connection's fair share and loan leave beyond what it holds, and loans stay within the
  * overdraft, so held memory stays within the limit but for credit granted while it was not
- * pressed (loans cover what a connection holds past its share and what its messages under way
- * need; credit a peer does not use borrows nothing).
+ * pressed (loans cover what a connection holds past its share, what its messages under way
+ * need, and a frame for the next message of one with none under way whose share leaves nothing;
+ * other credit a peer does not use borrows nothing).
  *
  * <p>Three responses; the two that shed are lifted with hysteresis so that they do not flap:
  *
@@ -340,6 +341,11 @@ public final class ProcessBudget {
   /** True when no connection waits at a turn lower than {@code turn}. */
   boolean isTurn(long turn) {
     return turn <= firstTurn;
+  }
+
+  /** True while a connection waits for a loan in turn. */
+  boolean anyWaiting() {
+    return firstTurn != Long.MAX_VALUE;
   }
 
   /** How many connections wait for a loan in turn. */

@@ -245,7 +245,14 @@ class ProcessBudgetTest {
     large.remaining = 0;
     b.maxCreditBytes(large);
     assertEquals(0, process.waitingConnections(), "b's message no longer waits for a loan");
-    a.maxCreditBytes(new Need(20_000));
+    assertEquals(20_000 + ReadBudget.MIN_ROOM_BYTES * 5 / 4, process.overdraftBytes(),
+        "b, past its share with no message under way, borrows a frame for its next");
+    Need next = new Need(20_000);
+    assertEquals(4_000, a.maxCreditBytes(next), "a's message finds no room for its loan");
+    assertEquals(1, process.waitingConnections(), "and waits");
+    b.maxCreditBytes(new Need(0));
+    assertEquals(20_000, process.overdraftBytes(), "b's frame yields to a message waiting");
+    assertEquals(20_000, a.maxCreditBytes(next), "which gets its loan");
     assertEquals(40_000, process.overdraftBytes());
     a.releaseAll();
     assertEquals(20_000, process.overdraftBytes(), "an ended connection repays its loan");
@@ -598,6 +605,45 @@ class ProcessBudgetTest {
     idle.credit(100_000);
     assertEquals(100_000, idle.maxCreditBytes(new Need(0)),
         "and keeps what it holds, within its share");
+  }
+
+  /**
+   * A connection just past its share with no message under way, whose application keeps what it
+   * holds until the next message comes, borrows a frame's credit so that the message can start:
+   * with none, its peer could send nothing and both would wait for good.
+   */
+  @Test
+  void aConnectionPastItsShareWithNoMessageUnderWayBorrowsAFrameForTheNext() {
+    ProcessBudget process = new ProcessBudget(100_000);
+    ReadBudget a = budget(process);
+    ReadBudget b = budget(process);
+    a.credit(0);
+    hold(a, 26_000);
+    hold(b, 30_000);
+    assertTrue(process.isPressed());
+    assertEquals(25_000, process.fairShareBytes());
+    assertEquals(ReadBudget.MIN_ROOM_BYTES, a.maxCreditBytes(new Need(0)),
+        "1,000 past its share: a frame's credit for its next message");
+    assertEquals(1_000 + ReadBudget.MIN_ROOM_BYTES * 5 / 4, process.overdraftBytes(),
+        "lent from the overdraft: what it holds past its share and the frame, a quarter more");
+    Need next = new Need(8_000);
+    next.data = ReadBudget.MIN_ROOM_BYTES;
+    assertEquals(8_000, a.maxCreditBytes(next), "the message started and gets its loan in turn");
+    assertTrue(next.covered);
+    assertEquals(11_000, process.overdraftBytes(), "the frame's loan became the message's");
+  }
+
+  /** With no room left in the overdraft, a connection past its share keeps no frame's credit. */
+  @Test
+  void aFrameIsNotLentPastTheOverdraft() {
+    ProcessBudget process = new ProcessBudget(100_000);
+    ReadBudget a = budget(process);
+    budget(process).credit(0);
+    a.credit(0);
+    hold(a, 74_000);
+    assertEquals(0, a.maxCreditBytes(new Need(0)),
+        "49,000 past its share: the overdraft of 50,000 has no frame for it");
+    assertEquals(49_000, process.overdraftBytes(), "what it holds past its share is lent");
   }
 
   @Test
