@@ -463,6 +463,33 @@ class AltsIntegrationTest {
   }
 
   @Test
+  void keyDataLongerThanTheProtocolUsesKeysItWithItsFirstBytes() throws Exception {
+    // As grpc-go: a handshaker may give 44 bytes (a rekeying key's size) for the 16-byte key of
+    // ALTSRP_GCM_AES128. Both ends take the first 16 and talk.
+    HandshakerResp.Builder aes128 = HandshakerResp.newBuilder().setResult(goodResult()
+        .setRecordProtocol("ALTSRP_GCM_AES128").setKeyData(ByteString.copyFrom(new byte[44])));
+    Server clientFake = fakeHandshaker(aes128.build());
+    Server serverFake = fakeHandshaker(aes128.build());
+    Server server = server(
+        PinlessServerCredentials.altsBuilder().handshakerAddress(address(serverFake)).build());
+    ManagedChannel channel = channel(server,
+        PinlessChannelCredentials.altsBuilder().handshakerAddress(address(clientFake)).build());
+    try {
+      byte[] req = message(100_000, 1);
+      // The deadline is a hang guard: the handshake used to end with no error and no close.
+      assertArrayEquals(req, ClientCalls.blockingUnaryCall(channel, TestService.UNARY,
+          CallOptions.DEFAULT.withDeadlineAfter(60, TimeUnit.SECONDS), req));
+      PinlessAltsContext context = contextsSeen.peek();
+      assertNotNull(context);
+      assertEquals("ALTSRP_GCM_AES128", context.recordProtocol());
+    } finally {
+      close(channel, server);
+      serverFake.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+      clientFake.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+    }
+  }
+
+  @Test
   void aHandshakerThatAnswersNonsenseIsUnavailableWithTheReason() throws Exception {
     Object[][] cases = {
       {HandshakerResp.newBuilder().setResult(goodResult().setRecordProtocol("ALTSRP_BOGUS")),
@@ -472,6 +499,7 @@ class AltsIntegrationTest {
       {HandshakerResp.newBuilder().setResult(goodResult().setKeyData(ByteString.copyFrom(new byte[10]))),
           "10 bytes of key data"},
       {HandshakerResp.newBuilder().setBytesConsumed(5), "consumed 5 of 0 bytes"},
+      {HandshakerResp.newBuilder().setBytesConsumed(-1), "consumed 4294967295 of 0 bytes"},
       {HandshakerResp.newBuilder().setStatus(HandshakerStatus.newBuilder().setCode(7).setDetails("no")),
           "the handshaker refused: no"},
     };

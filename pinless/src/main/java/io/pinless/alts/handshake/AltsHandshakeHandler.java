@@ -118,6 +118,8 @@ public final class AltsHandshakeHandler extends ChannelInboundHandlerAdapter {
   private volatile Runnable waitingSend;
   /** A request is at the handshaker, awaiting its response. */
   private boolean awaiting;
+  /** Requests sent to the handshaker and not yet answered: it may answer no more than these. */
+  private int unanswered;
   /** Succeeded or failed: nothing more happens. Read by the thread that grants a slot. */
   private volatile boolean ended;
   /** The peer's bytes not yet given to the handshaker. */
@@ -299,7 +301,10 @@ public final class AltsHandshakeHandler extends ChannelInboundHandlerAdapter {
   /** A slot is this handshake's, on whichever thread freed it: send {@code req} on the loop. */
   private void granted(HandshakerReq req) {
     waitingSend = null;
-    slotHeld.set(true);
+    if (!slotHeld.compareAndSet(false, true)) {
+      // A slot already held (the handshaker answered a request twice): one is enough.
+      calls.answered();
+    }
     if (ended) {
       releaseSlot();
       return;
@@ -309,6 +314,7 @@ public final class AltsHandshakeHandler extends ChannelInboundHandlerAdapter {
         if (ended) {
           releaseSlot();
         } else {
+          unanswered++;
           requests.onNext(req);
         }
       });
@@ -364,6 +370,26 @@ public final class AltsHandshakeHandler extends ChannelInboundHandlerAdapter {
     if (ended) {
       return;
     }
+    if (unanswered == 0) {
+      fail("the handshaker answered more requests than it was sent");
+      return;
+    }
+    unanswered--;
+    try {
+      use(resp);
+    } catch (RuntimeException e) {
+      // A broken answer fails the handshake: it must not leave the connection waiting.
+      String reason = "the handshaker's answer could not be used: " + e;
+      if (!ended) {
+        fail(reason);
+      } else {
+        ctx.fireExceptionCaught(Status.UNAVAILABLE.withDescription(reason).asRuntimeException());
+        ctx.close();
+      }
+    }
+  }
+
+  private void use(HandshakerResp resp) {
     if (!resp.getOutFrames().isEmpty()) {
       ByteBuf out = ctx.alloc().buffer(resp.getOutFrames().size());
       out.writeBytes(resp.getOutFrames().asReadOnlyByteBuffer());
@@ -375,8 +401,9 @@ public final class AltsHandshakeHandler extends ChannelInboundHandlerAdapter {
       return;
     }
     int consumed = resp.getBytesConsumed();
-    if (consumed > sent.size()) {
-      fail("the handshaker says it consumed " + consumed + " of " + sent.size() + " bytes");
+    if (consumed < 0 || consumed > sent.size()) {
+      fail("the handshaker says it consumed " + Integer.toUnsignedString(consumed) + " of "
+          + sent.size() + " bytes");
       return;
     }
     consumedTotal += consumed;
@@ -412,13 +439,14 @@ public final class AltsHandshakeHandler extends ChannelInboundHandlerAdapter {
     // A handshaker may give each end the size the peer asked for (grpc-core and grpc-java read
     // it so): the smaller of that and this end's own is what both ends then use.
     int frameSize = Math.min(chosen, askedFrameSize);
-    byte[] key = result.getKeyData().toByteArray();
-    if (key.length < protocol.keyLength()) {
-      fail("the handshake gave " + key.length + " bytes of key data; " + protocol + " needs "
+    ByteString keyData = result.getKeyData();
+    if (keyData.size() < protocol.keyLength()) {
+      fail("the handshake gave " + keyData.size() + " bytes of key data; " + protocol + " needs "
           + protocol.keyLength());
       return;
     }
-    end();
+    // Its first bytes, as grpc-go takes them: a handshaker may give more than the protocol uses.
+    byte[] key = keyData.substring(0, protocol.keyLength()).toByteArray();
     AltsRecordStage stage;
     try {
       stage = new AltsRecordStage(protocol, key, client, frameSize);
@@ -426,6 +454,7 @@ public final class AltsHandshakeHandler extends ChannelInboundHandlerAdapter {
       Arrays.fill(key, (byte) 0);
     }
     AltsHandshakeResult event = new AltsHandshakeResult(result, frameSize, stage);
+    end();
     ctx.fireUserEventTriggered(event);
     if (event.takeRecordStage() != null) {
       // Nobody behind installed the stage: records would reach HTTP/2 as they are.
