@@ -20,7 +20,8 @@ import io.netty.buffer.Unpooled;
  * <p>Only a write that is exactly one connection-level WINDOW_UPDATE, at a frame boundary, is
  * withheld (Netty's frame writer writes each as a buffer of its own); any other write passes and
  * is walked frame by frame, its window increments counted as granted. A RST_STREAM this end
- * writes makes {@link InboundMessages} forget the stream. The SETTINGS it writes give the
+ * writes makes {@link InboundMessages} forget the stream, and so do a server's trailers (HEADERS
+ * with END_STREAM): gRPC discards what the client sends on the stream after them. The SETTINGS it writes give the
  * smallest initial stream window it has advertised. A write that is not a {@link ByteBuf}
  * ends the walk: from then on nothing is withheld or counted ({@link #tracking} is false).
  *
@@ -59,6 +60,8 @@ public final class ConnectionWindow {
 
   private final InboundMessages inbound;
   private State state = State.START;
+  /** This end sent no client preface first: it is the server. */
+  private boolean server;
   /** A frame start cut across writes; made only then. */
   private byte[] cut;
   private int cutBytes;
@@ -244,6 +247,7 @@ public final class ConnectionWindow {
           state = State.SKIP;
           left = FrameHeader.CLIENT_PREFACE_BYTES;
         } else {
+          server = true;
           state = State.HEADER;
         }
         return pos;
@@ -309,6 +313,9 @@ public final class ConnectionWindow {
     }
     if (type == FrameHeader.TYPE_RST_STREAM) {
       inbound.forget(stream);
+    } else if (type == FrameHeader.TYPE_HEADERS && server
+        && (buf.getUnsignedByte(pos + 4) & FrameHeader.FLAG_END_STREAM) != 0) {
+      inbound.finished(stream);
     } else if (type == FrameHeader.TYPE_WINDOW_UPDATE && stream == 0 && length == 4) {
       granted += buf.getInt(pos + FrameHeader.BYTES) & 0x7fffffffL;
     }

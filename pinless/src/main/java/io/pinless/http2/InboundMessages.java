@@ -17,7 +17,9 @@ import io.pinless.read.ReadBudget;
  *
  * <p>A stream has an entry only while its current message is incomplete: from the first byte of
  * its prefix to the last of its message. An END_STREAM (on DATA, or on HEADERS: trailers), or a
- * RST_STREAM in either direction ({@link #forget}), drops it. A message longer than the limit
+ * RST_STREAM in either direction ({@link #forget}), drops it. So does a server's trailers
+ * ({@link #finished}): gRPC then discards what else comes on the stream, which counts toward
+ * nothing until the stream's inbound side ends. A message longer than the limit
  * given at construction is outside the limits: its bytes count toward nothing ({@link
  * #pendingFrameBytes}, {@link #remainingBytes}), and gRPC refuses it or the budget holds it back.
  *
@@ -28,7 +30,8 @@ import io.pinless.read.ReadBudget;
  * never rejects input (a protocol error is grpc-netty's to find).
  *
  * <p>Memory: idle it holds no table and no header buffer; while messages are incomplete, one small
- * entry per such stream. It holds no {@link ByteBuf}.
+ * entry per such stream, and one per stream finished here whose peer still sends. It holds no
+ * {@link ByteBuf}.
  */
 public final class InboundMessages implements ReadBudget.Messages {
   /** A gRPC message's prefix: a compressed flag and a 4-byte length. */
@@ -85,6 +88,8 @@ public final class InboundMessages implements ReadBudget.Messages {
   private long untouchedFrameBytes;
   /** Incomplete messages by stream; null when none. */
   private IntObjectHashMap<Message> messages;
+  /** Streams this end finished whose inbound side has not ended; null when none. */
+  private IntObjectHashMap<Boolean> finished;
   /** DATA bytes received, padding included: what flow control counts. */
   private long dataBytes;
   /** Sum of {@link Message#frameBytes} over messages within the limit. */
@@ -111,6 +116,25 @@ public final class InboundMessages implements ReadBudget.Messages {
   /** Drops the message of a stream that was reset. */
   public void forget(int stream) {
     drop(stream);
+    unfinish(stream);
+  }
+
+  /**
+   * This end (a server) sent {@code stream}'s trailers: gRPC discards what else the peer sends on
+   * it, so its message is dropped and its later DATA counts toward nothing.
+   */
+  public void finished(int stream) {
+    drop(stream);
+    if (finished == null) {
+      finished = new IntObjectHashMap<>(4);
+    }
+    finished.put(stream, Boolean.TRUE);
+  }
+
+  private void unfinish(int stream) {
+    if (finished != null && finished.remove(stream) != null && finished.isEmpty()) {
+      finished = null;
+    }
   }
 
   /** DATA bytes (padding included) the peer has sent on the connection. */
@@ -268,15 +292,23 @@ public final class InboundMessages implements ReadBudget.Messages {
 
   private void startFrame(int length, int type, int flags, int stream) {
     left = length;
-    if (type == FrameHeader.TYPE_RST_STREAM
-        || type == FrameHeader.TYPE_HEADERS && (flags & FrameHeader.FLAG_END_STREAM) != 0) {
+    boolean ends = type == FrameHeader.TYPE_RST_STREAM
+        || (type == FrameHeader.TYPE_HEADERS || type == FrameHeader.TYPE_DATA)
+        && (flags & FrameHeader.FLAG_END_STREAM) != 0;
+    if (type == FrameHeader.TYPE_DATA) {
+      dataBytes += length;
+    }
+    boolean discarded = finished != null && finished.containsKey(stream);
+    if (ends) {
+      unfinish(stream);
+    }
+    if (type == FrameHeader.TYPE_RST_STREAM || type == FrameHeader.TYPE_HEADERS && ends) {
       drop(stream);
     }
-    if (type != FrameHeader.TYPE_DATA) {
+    if (type != FrameHeader.TYPE_DATA || discarded) {
       state = length == 0 ? State.HEADER : State.SKIP;
       return;
     }
-    dataBytes += length;
     frameStream = stream;
     frameFlags = flags;
     padLeft = 0;

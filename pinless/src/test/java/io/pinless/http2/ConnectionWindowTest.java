@@ -98,6 +98,61 @@ class ConnectionWindowTest {
     return frame(Unpooled.buffer(), 0x4, flags, 0, payload);
   }
 
+  /** Headers and the first 1,000 bytes of a 1 MiB message, received on {@code stream}. */
+  private static ByteBuf messageStart(int stream) {
+    ByteBuf in = frame(Unpooled.buffer(), 0x1, 0x4, stream, Unpooled.buffer());
+    return frame(in, 0x0, 0, stream,
+        Unpooled.buffer().writeBytes(grpcPrefix(1 << 20)).writeZero(995));
+  }
+
+  private static void read(InboundMessages inbound, ByteBuf in) {
+    inbound.read(in);
+    in.release();
+  }
+
+  /**
+   * A server's trailers end the call: gRPC discards what the client sends on the stream after
+   * them, so its message under way and its later DATA count toward nothing, until the client
+   * ends the stream.
+   */
+  @Test
+  void aServersTrailersDropTheMessageTheClientStillSends() {
+    InboundMessages inbound = new InboundMessages(64 << 20);
+    ConnectionWindow w = new ConnectionWindow(inbound);
+    assertFalse(write(w, settings(0)), "a server's first frame");
+    read(inbound, messageStart(1));
+    read(inbound, messageStart(3));
+    assertEquals(2, inbound.incompleteMessages());
+    long both = inbound.pendingFrameBytes();
+    assertFalse(write(w, frame(Unpooled.buffer(), 0x1, 0x5, 1, Unpooled.buffer().writeZero(20))),
+        "trailers for stream 1 (END_STREAM, END_HEADERS)");
+    assertEquals(1, inbound.incompleteMessages(), "stream 1's message is dropped");
+    assertEquals(both / 2, inbound.pendingFrameBytes());
+    assertEquals((1 << 20) - 995, inbound.remainingBytes(), "only stream 3's rest is to come");
+    long data = inbound.dataBytes();
+    read(inbound, frame(Unpooled.buffer(), 0x0, 0, 1, Unpooled.buffer().writeZero(16_000)));
+    assertEquals(1, inbound.incompleteMessages(), "stream 1's later DATA starts nothing");
+    assertEquals(both / 2, inbound.pendingFrameBytes());
+    assertEquals(data + 16_000, inbound.dataBytes(), "flow control still counts it");
+    read(inbound, frame(Unpooled.buffer(), 0x0, 0x1, 1, Unpooled.buffer().writeZero(10)));
+    read(inbound, frame(Unpooled.buffer(), 0x0, 0x1, 3, grpcPrefix(0)));
+    assertEquals(0, inbound.incompleteMessages(), "both streams ended");
+  }
+
+  /** A client's END_STREAM ends its request: the response it receives is still under way. */
+  @Test
+  void aClientsEndOfStreamKeepsTheResponseUnderWay() {
+    InboundMessages inbound = new InboundMessages(64 << 20);
+    ConnectionWindow w = new ConnectionWindow(inbound);
+    ByteBuf start = Unpooled.buffer()
+        .writeBytes("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".getBytes(StandardCharsets.US_ASCII));
+    assertFalse(write(w, frame(start, 0x4, 0, 0, Unpooled.buffer())));
+    read(inbound, messageStart(1));
+    assertFalse(write(w, frame(Unpooled.buffer(), 0x1, 0x5, 1, Unpooled.buffer().writeZero(20))),
+        "a request without a body: HEADERS with END_STREAM");
+    assertEquals(1, inbound.incompleteMessages(), "the response is still under way");
+  }
+
   @Test
   void theSmallestStreamWindowAdvertisedIsReadOffTheSettingsWritten() {
     ConnectionWindow w = new ConnectionWindow(new InboundMessages(1000));
