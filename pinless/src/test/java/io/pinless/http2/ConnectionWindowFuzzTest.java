@@ -13,7 +13,8 @@ import java.nio.charset.StandardCharsets;
 /**
  * Whatever frames are written, in whatever writes, with holds and releases between them: every
  * connection-level increment is either granted or withheld (never lost or doubled), a hold gives
- * no more than it owes, resets reach the inbound messages, and a walk never throws.
+ * no more than it owes, resets and a server's trailers reach the inbound messages, and a walk
+ * never throws.
  */
 class ConnectionWindowFuzzTest {
   @FuzzTest
@@ -30,7 +31,8 @@ class ConnectionWindowFuzzTest {
     long released = 0;
     boolean[] reset = new boolean[8];
     ByteBuf pending = Unpooled.buffer();
-    if (data.consumeBoolean()) {
+    boolean server = data.consumeBoolean();
+    if (!server) {
       pending.writeBytes("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".getBytes(StandardCharsets.US_ASCII));
     }
     try {
@@ -53,8 +55,12 @@ class ConnectionWindowFuzzTest {
             int len = data.consumeInt(0, 100);
             int type = data.pickValue(new int[] {0x0, 0x1, 0x4, 0x6, 0x8, 0x9});
             int stream = type == 0x8 ? 1 + 2 * data.consumeInt(0, 3) : data.consumeInt(0, 9);
-            pending.writeMedium(len).writeByte(type).writeByte(data.consumeInt(0, 255))
-                .writeInt(stream).writeZero(len);
+            int flags = data.consumeInt(0, 255);
+            pending.writeMedium(len).writeByte(type).writeByte(flags).writeInt(stream)
+                .writeZero(len);
+            if (server && type == 0x1 && (flags & 0x1) != 0 && stream % 2 == 1 && stream < 8) {
+              reset[stream] = true; // trailers: the call is over
+            }
             break;
           }
           case 3:
