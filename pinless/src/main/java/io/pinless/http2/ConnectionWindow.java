@@ -21,9 +21,10 @@ import io.netty.buffer.Unpooled;
  * withheld (Netty's frame writer writes each as a buffer of its own); any other write passes and
  * is walked frame by frame, its window increments counted as granted. A RST_STREAM this end
  * writes makes {@link InboundMessages} forget the stream, and so do a server's trailers (HEADERS
- * with END_STREAM): gRPC discards what the client sends on the stream after them. The SETTINGS it writes give the
- * smallest initial stream window it has advertised. A write that is not a {@link ByteBuf}
- * ends the walk: from then on nothing is withheld or counted ({@link #tracking} is false).
+ * with END_STREAM): gRPC discards what the client sends on the stream after them. The SETTINGS
+ * it writes give the smallest initial stream window it has advertised. A write that is not a
+ * {@link ByteBuf} ends the walk: from then on nothing is withheld or counted ({@link #tracking}
+ * is false).
  *
  * <p>Besides a hold, a cap ({@link #maxCredit}) bounds the credit the peer holds, and the bytes it
  * sends after the cap was set count against it: an update that would pass it is withheld too,

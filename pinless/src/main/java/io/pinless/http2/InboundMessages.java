@@ -19,8 +19,8 @@ import io.pinless.read.ReadBudget;
  * its prefix to the last of its message. An END_STREAM (on DATA, or on HEADERS: trailers), or a
  * RST_STREAM in either direction ({@link #forget}), drops it. So does a server's trailers
  * ({@link #finished}): gRPC then discards what else comes on the stream, which counts toward
- * nothing until the stream's inbound side ends. A message longer than the limit
- * given at construction is outside the limits: its bytes count toward nothing ({@link
+ * nothing until the stream's inbound side ends. A message longer than the limit given at
+ * construction is outside the limits: its bytes count toward nothing ({@link
  * #pendingFrameBytes}, {@link #remainingBytes}), and gRPC refuses it or the budget holds it back.
  *
  * <p>A message whose length is known may be marked covered ({@link #coverAll}): a loan from the
