@@ -334,11 +334,7 @@ class TlsRecordStageTest {
     try {
       byte[] payload = random(1000, 8);
       ByteBuffer good = seal(engines[1], payload);
-      byte[] forged = new byte[5 + 40];
-      forged[0] = 23;
-      forged[1] = 3;
-      forged[2] = 3;
-      forged[4] = 40;
+      byte[] forged = forgedRecord();
       byte[] goodBytes = new byte[good.remaining()];
       good.get(goodBytes);
       StatusRuntimeException e = assertThrows(StatusRuntimeException.class,
@@ -367,11 +363,7 @@ class TlsRecordStageTest {
     try {
       byte[] payload = random(3000, 9);
       byte[] before = bytes(seal(engines[1], payload));
-      byte[] forged = new byte[5 + 40];
-      forged[0] = 23;
-      forged[1] = 3;
-      forged[2] = 3;
-      forged[4] = 40;
+      byte[] forged = forgedRecord();
       byte[] after = bytes(seal(engines[1], random(3000, 10)));
       StatusRuntimeException e = assertThrows(StatusRuntimeException.class,
           () -> ch.writeInbound(read(ch, before, forged, after, after)));
@@ -382,6 +374,16 @@ class TlsRecordStageTest {
       ch.finishAndReleaseAll();
       ReferenceCountUtil.release(engines[1]);
     }
+  }
+
+  /** An application data record of 40 bytes that no key opens. */
+  private static byte[] forgedRecord() {
+    byte[] forged = new byte[5 + 40];
+    forged[0] = 23;
+    forged[1] = 3;
+    forged[2] = 3;
+    forged[4] = 40;
+    return forged;
   }
 
   private static byte[] bytes(ByteBuffer buffer) {
