@@ -249,6 +249,7 @@ public final class ConnectionWindow {
           left = FrameHeader.CLIENT_PREFACE_BYTES;
         } else {
           server = true;
+          inbound.server();
           state = State.HEADER;
         }
         return pos;

@@ -17,11 +17,13 @@ import io.pinless.read.ReadBudget;
  *
  * <p>A stream has an entry only while its current message is incomplete: from the first byte of
  * its prefix to the last of its message. An END_STREAM (on DATA, or on HEADERS: trailers), or a
- * RST_STREAM in either direction ({@link #forget}), drops it. So does a server's trailers
- * ({@link #finished}): gRPC then discards what else comes on the stream, which counts toward
- * nothing until the stream's inbound side ends. A message longer than the limit given at
- * construction is outside the limits: its bytes count toward nothing ({@link
- * #pendingFrameBytes}, {@link #remainingBytes}), and gRPC refuses it or the budget holds it back.
+ * RST_STREAM in either direction ({@link #forget}), drops it. So do a server's trailers sent
+ * while the client still sends ({@link #finished}): gRPC then discards what else comes on the
+ * stream, which counts toward nothing until the client ends it. A server end (one that reads a
+ * client preface) knows which streams the client has ended, until their trailers go out. A
+ * message longer than the limit given at construction is outside the limits: its bytes count
+ * toward nothing ({@link #pendingFrameBytes}, {@link #remainingBytes}), and gRPC refuses it or
+ * the budget holds it back.
  *
  * <p>A message whose length is known may be marked covered ({@link #coverAll}): a loan from the
  * process's budget covers it, and a message started after that is not covered until the next.
@@ -30,8 +32,9 @@ import io.pinless.read.ReadBudget;
  * never rejects input (a protocol error is grpc-netty's to find).
  *
  * <p>Memory: idle it holds no table and no header buffer; while messages are incomplete, one small
- * entry per such stream, and one per stream finished here whose peer still sends. It holds no
- * {@link ByteBuf}.
+ * entry per such stream; on a server, one per stream the client ended until its trailers go out,
+ * and one per stream whose trailers went out until the client ends it. It holds no {@link
+ * ByteBuf}.
  */
 public final class InboundMessages implements ReadBudget.Messages {
   /** A gRPC message's prefix: a compressed flag and a 4-byte length. */
@@ -88,7 +91,11 @@ public final class InboundMessages implements ReadBudget.Messages {
   private long untouchedFrameBytes;
   /** Incomplete messages by stream; null when none. */
   private IntObjectHashMap<Message> messages;
-  /** Streams this end finished whose inbound side has not ended; null when none. */
+  /** This end read a client preface, or its outbound bytes show a server's ({@link #server()}). */
+  private boolean server;
+  /** (Server) streams the client ended whose trailers have not gone out; null when none. */
+  private IntObjectHashMap<Boolean> clientEnded;
+  /** (Server) streams whose trailers went out and whose client still sends; null when none. */
   private IntObjectHashMap<Boolean> finished;
   /** DATA bytes received, padding included: what flow control counts. */
   private long dataBytes;
@@ -116,25 +123,45 @@ public final class InboundMessages implements ReadBudget.Messages {
   /** Drops the message of a stream that was reset. */
   public void forget(int stream) {
     drop(stream);
-    unfinish(stream);
+    finished = remove(finished, stream);
+    clientEnded = remove(clientEnded, stream);
   }
 
   /**
-   * This end (a server) sent {@code stream}'s trailers: gRPC discards what else the peer sends on
-   * it, so its message is dropped and its later DATA counts toward nothing.
+   * This end (a server) sent {@code stream}'s trailers. If the client has not ended the stream,
+   * gRPC discards what else it sends on it: its message is dropped and its later DATA counts
+   * toward nothing.
    */
   public void finished(int stream) {
-    drop(stream);
-    if (finished == null) {
-      finished = new IntObjectHashMap<>(4);
+    server = true;
+    if (clientEnded != null && clientEnded.containsKey(stream)) {
+      clientEnded = remove(clientEnded, stream);
+      return;
     }
-    finished.put(stream, Boolean.TRUE);
+    drop(stream);
+    finished = add(finished, stream);
   }
 
-  private void unfinish(int stream) {
-    if (finished != null && finished.remove(stream) != null && finished.isEmpty()) {
-      finished = null;
+  /** This end is a server: its outbound bytes start with no client preface. */
+  void server() {
+    server = true;
+  }
+
+  private static IntObjectHashMap<Boolean> add(IntObjectHashMap<Boolean> set, int stream) {
+    if (set == null) {
+      set = new IntObjectHashMap<>(4);
     }
+    set.put(stream, Boolean.TRUE);
+    return set;
+  }
+
+  /** @return the set without {@code stream}, null once empty */
+  private static IntObjectHashMap<Boolean> remove(IntObjectHashMap<Boolean> set, int stream) {
+    if (set == null) {
+      return null;
+    }
+    set.remove(stream);
+    return set.isEmpty() ? null : set;
   }
 
   /** DATA bytes (padding included) the peer has sent on the connection. */
@@ -221,11 +248,18 @@ public final class InboundMessages implements ReadBudget.Messages {
     return messages == null ? 0 : messages.size();
   }
 
+  /** (Server) how many streams one side has ended and the other not yet. */
+  int halfEndedStreams() {
+    return (clientEnded == null ? 0 : clientEnded.size())
+        + (finished == null ? 0 : finished.size());
+  }
+
   /** Reads from {@code pos}; returns the position after what it read. */
   private int step(ByteBuf in, int pos, int end) {
     switch (state) {
       case START:
         if (in.getByte(pos) == 'P') {
+          server = true;
           state = State.PREFACE;
           left = FrameHeader.CLIENT_PREFACE_BYTES;
         } else {
@@ -299,8 +333,15 @@ public final class InboundMessages implements ReadBudget.Messages {
       dataBytes += length;
     }
     boolean discarded = finished != null && finished.containsKey(stream);
-    if (ends) {
-      unfinish(stream);
+    if (type == FrameHeader.TYPE_RST_STREAM) {
+      finished = remove(finished, stream);
+      clientEnded = remove(clientEnded, stream);
+    } else if (ends) {
+      if (discarded) {
+        finished = remove(finished, stream);
+      } else if (server) {
+        clientEnded = add(clientEnded, stream);
+      }
     }
     if (type == FrameHeader.TYPE_RST_STREAM || type == FrameHeader.TYPE_HEADERS && ends) {
       drop(stream);

@@ -5,7 +5,7 @@ package io.pinless.read;
  * process's budget is pressed: what caps its peer's credit then ({@link #cap}).
  *
  * <p>The loan covers what the connection holds past its fair share and what its covered messages
- * still need (with none under way, a frame for the next one if its share leaves nothing), and is
+ * still need (with none under way, the next one's start if its share leaves nothing), and is
  * repaid as that falls. Messages no loan covers yet take turns for one ({@link
  * ProcessBudget#queue}): once a loan has covered a connection's messages, its next message waits
  * behind the connections that have had fewer turns, so messages complete round by round across
@@ -22,6 +22,12 @@ package io.pinless.read;
 final class Loan {
   /** Covered messages keep their loan receiving at least this share of it per stall period. */
   static final int PROGRESS_SHARE = 64;
+  /**
+   * 1 KiB: the credit a connection whose share leaves it nothing may borrow for its next message
+   * to start. Its first DATA frame carries the message's length, and the message then waits its
+   * turn for a loan; each idle peer holding such credit takes it from what others may borrow.
+   */
+  static final long START_BYTES = 1024;
   private final ProcessBudget process;
   private long bytes;
   private long turn;
@@ -48,9 +54,10 @@ final class Loan {
    * <p>A connection with no message under way gets no credit past what it has ({@code credit}),
    * or a frame's ({@link ReadBudget#MIN_ROOM_BYTES}): shares shrink as connections come, and
    * credit an idle peer was granted under a larger one cannot be taken back. One whose share
-   * leaves it nothing borrows a frame while no message waits for a loan, so that its next message
-   * can start and wait its turn for one: an application that keeps what it has until that message
-   * comes would otherwise wait for good. The frame's loan is given back once a message waits.
+   * leaves it nothing borrows {@link #START_BYTES} while no message waits for a loan and what is
+   * committed allows, so that its next message can start and wait its turn for one: an
+   * application that keeps what it has until that message comes would otherwise wait for good.
+   * The start's loan is given back once a message waits.
    *
    * @param tracked what the connection holds, as its budget counts it
    * @param credit the credit its peer holds now
@@ -61,10 +68,12 @@ final class Loan {
     if (all == 0) {
       coveredSeen = 0;
       dequeue(false);
-      long frame = wanted(tracked, ReadBudget.MIN_ROOM_BYTES, share);
+      long start = wanted(tracked, START_BYTES, share);
       boolean shareLeavesNothing = Math.max(0, share - tracked) * 4 / 5 == 0;
-      if (!shareLeavesNothing || process.anyWaiting() || borrow(frame, tracked, share) < frame) {
-        // A frame's loan yields to messages waiting for theirs; it needs room in the overdraft.
+      // A start completes no message: it is checked against the limit even with nothing lent.
+      if (!shareLeavesNothing || process.anyWaiting()
+          || borrow(start, tracked, share, false) < start) {
+        // A start's loan yields to messages waiting for theirs; it needs room under the limit.
         borrow(wanted(tracked, 0, share), tracked, share);
       }
       return Math.min(within(share, tracked), Math.max(credit, ReadBudget.MIN_ROOM_BYTES));
@@ -196,9 +205,17 @@ final class Loan {
    * @return the loan now
    */
   private long borrow(long wanted, long tracked, long share) {
+    return borrow(wanted, tracked, share, true);
+  }
+
+  /**
+   * As {@link #borrow(long, long, long)}; {@code firstGoes} as in {@link
+   * ProcessBudget#overdraft(long, long, long, boolean)}.
+   */
+  private long borrow(long wanted, long tracked, long share, boolean firstGoes) {
     long pastShare = Math.max(0, tracked - share);
     long before = bytes;
-    bytes = process.overdraft(bytes, wanted, pastShare);
+    bytes = process.overdraft(bytes, wanted, pastShare, firstGoes);
     if (bytes > before) {
       unpromised += ProcessBudget.freshBytes(before, bytes, pastShare);
     }

@@ -21,8 +21,8 @@ import java.util.logging.Logger;
  * connection's fair share and loan leave beyond what it holds, and loans stay within the
  * overdraft, so held memory stays within the limit but for credit granted while it was not
  * pressed (loans cover what a connection holds past its share, what its messages under way
- * need, and a frame for the next message of one with none under way whose share leaves nothing;
- * other credit a peer does not use borrows nothing).
+ * need, and the start of the next message of one with none under way whose share leaves
+ * nothing; other credit a peer does not use borrows nothing).
  *
  * <p>Three responses; the two that shed are lifted with hysteresis so that they do not flap:
  *
@@ -245,6 +245,15 @@ public final class ProcessBudget {
    * @return the connection's whole loan now
    */
   long overdraft(long current, long wanted, long heldPastShare) {
+    return overdraft(current, wanted, heldPastShare, true);
+  }
+
+  /**
+   * As {@link #overdraft(long, long, long)}; with {@code firstGoes} false, a loan for bytes to
+   * come is checked against the limit even with nothing lent (a loan that lets a message start,
+   * not one that lets it complete).
+   */
+  long overdraft(long current, long wanted, long heldPastShare, boolean firstGoes) {
     if (wanted <= current) {
       if (wanted < current) {
         overdraftBytes.addAndGet(wanted - current);
@@ -260,7 +269,7 @@ public final class ProcessBudget {
       }
       // With nothing lent, one loan always goes: messages can then complete and be released
       // while credit granted earlier keeps what is committed past the limit.
-      if (used > 0 && fresh > 0) {
+      if ((used > 0 || !firstGoes) && fresh > 0) {
         // A connection moves a loan's part to its promise, then a promise's to credit: read in
         // the other order, a part moved meanwhile is seen in one place or the other.
         long unpromised = unpromisedLoanBytes.get();

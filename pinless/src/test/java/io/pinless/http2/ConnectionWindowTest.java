@@ -115,10 +115,18 @@ class ConnectionWindowTest {
    * them, so its message under way and its later DATA count toward nothing, until the client
    * ends the stream.
    */
+  /** A client's preface and empty SETTINGS, as a server reads them first. */
+  private static ByteBuf clientPreface() {
+    ByteBuf start = Unpooled.buffer()
+        .writeBytes("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".getBytes(StandardCharsets.US_ASCII));
+    return frame(start, 0x4, 0, 0, Unpooled.buffer());
+  }
+
   @Test
   void aServersTrailersDropTheMessageTheClientStillSends() {
     InboundMessages inbound = new InboundMessages(64 << 20);
     ConnectionWindow w = new ConnectionWindow(inbound);
+    read(inbound, clientPreface());
     assertFalse(write(w, settings(0)), "a server's first frame");
     read(inbound, messageStart(1));
     read(inbound, messageStart(3));
@@ -135,8 +143,31 @@ class ConnectionWindowTest {
     assertEquals(both / 2, inbound.pendingFrameBytes());
     assertEquals(data + 16_000, inbound.dataBytes(), "flow control still counts it");
     read(inbound, frame(Unpooled.buffer(), 0x0, 0x1, 1, Unpooled.buffer().writeZero(10)));
-    read(inbound, frame(Unpooled.buffer(), 0x0, 0x1, 3, grpcPrefix(0)));
+    assertEquals(0, inbound.halfEndedStreams(), "stream 1 ended both ways: nothing kept");
+    read(inbound, frame(Unpooled.buffer(), 0x3, 0, 3, Unpooled.buffer().writeInt(8)));
     assertEquals(0, inbound.incompleteMessages(), "both streams ended");
+    assertEquals(0, inbound.halfEndedStreams());
+  }
+
+  /**
+   * The usual order (the client ends its request, then the server's trailers go out) keeps
+   * nothing once the call is over, however many calls a connection carries.
+   */
+  @Test
+  void callsTheClientEndsFirstLeaveNothingOnceTheirTrailersGoOut() {
+    InboundMessages inbound = new InboundMessages(64 << 20);
+    ConnectionWindow w = new ConnectionWindow(inbound);
+    read(inbound, clientPreface());
+    assertFalse(write(w, settings(0)));
+    for (int stream = 1; stream < 2_000; stream += 2) {
+      ByteBuf call = frame(Unpooled.buffer(), 0x1, 0x4, stream, Unpooled.buffer());
+      read(inbound, frame(call, 0x0, 0x1, stream,
+          Unpooled.buffer().writeBytes(grpcPrefix(10)).writeZero(10)));
+      assertEquals(1, inbound.halfEndedStreams(), "the request ended, the call goes on");
+      assertFalse(write(w, frame(Unpooled.buffer(), 0x1, 0x5, stream, Unpooled.buffer())));
+      assertEquals(0, inbound.halfEndedStreams(), "call " + stream + " is over");
+    }
+    assertEquals(0, inbound.incompleteMessages());
   }
 
   /** A client's END_STREAM ends its request: the response it receives is still under way. */

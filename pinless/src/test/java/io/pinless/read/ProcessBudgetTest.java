@@ -245,17 +245,14 @@ class ProcessBudgetTest {
     large.remaining = 0;
     b.maxCreditBytes(large);
     assertEquals(0, process.waitingConnections(), "b's message no longer waits for a loan");
-    assertEquals(20_000 + ReadBudget.MIN_ROOM_BYTES * 5 / 4, process.overdraftBytes(),
-        "b, past its share with no message under way, borrows a frame for its next");
-    Need next = new Need(20_000);
-    assertEquals(4_000, a.maxCreditBytes(next), "a's message finds no room for its loan");
-    assertEquals(1, process.waitingConnections(), "and waits");
-    b.maxCreditBytes(new Need(0));
-    assertEquals(20_000, process.overdraftBytes(), "b's frame yields to a message waiting");
-    assertEquals(20_000, a.maxCreditBytes(next), "which gets its loan");
-    assertEquals(40_000, process.overdraftBytes());
+    assertEquals(20_000 + Loan.START_BYTES * 5 / 4, process.overdraftBytes(),
+        "b, past its share with no message under way, borrows its next message's start");
+    a.maxCreditBytes(new Need(20_000));
+    assertEquals(40_000 + Loan.START_BYTES * 5 / 4, process.overdraftBytes(),
+        "a's message gets its loan beside it");
     a.releaseAll();
-    assertEquals(20_000, process.overdraftBytes(), "an ended connection repays its loan");
+    assertEquals(20_000 + Loan.START_BYTES * 5 / 4, process.overdraftBytes(),
+        "an ended connection repays its loan");
     assertEquals(Long.MAX_VALUE, a.maxCreditBytes(new Need(30_000)), "and asks nothing after");
     held.removeIf(x -> x == first);
     first.release();
@@ -609,11 +606,11 @@ class ProcessBudgetTest {
 
   /**
    * A connection just past its share with no message under way, whose application keeps what it
-   * holds until the next message comes, borrows a frame's credit so that the message can start:
-   * with none, its peer could send nothing and both would wait for good.
+   * holds until the next message comes, borrows the credit for that message to start: with none,
+   * its peer could send nothing and both would wait for good.
    */
   @Test
-  void aConnectionPastItsShareWithNoMessageUnderWayBorrowsAFrameForTheNext() {
+  void aConnectionPastItsShareWithNoMessageUnderWayBorrowsTheNextOnesStart() {
     ProcessBudget process = new ProcessBudget(100_000);
     ReadBudget a = budget(process);
     ReadBudget b = budget(process);
@@ -622,27 +619,68 @@ class ProcessBudgetTest {
     hold(b, 30_000);
     assertTrue(process.isPressed());
     assertEquals(25_000, process.fairShareBytes());
-    assertEquals(ReadBudget.MIN_ROOM_BYTES, a.maxCreditBytes(new Need(0)),
-        "1,000 past its share: a frame's credit for its next message");
-    assertEquals(1_000 + ReadBudget.MIN_ROOM_BYTES * 5 / 4, process.overdraftBytes(),
-        "lent from the overdraft: what it holds past its share and the frame, a quarter more");
+    assertEquals(Loan.START_BYTES, a.maxCreditBytes(new Need(0)),
+        "1,000 past its share: credit for its next message to start");
+    assertEquals(1_000 + Loan.START_BYTES * 5 / 4, process.overdraftBytes(),
+        "lent from the overdraft: what it holds past its share and the start, a quarter more");
     Need next = new Need(8_000);
-    next.data = ReadBudget.MIN_ROOM_BYTES;
+    next.data = Loan.START_BYTES;
     assertEquals(8_000, a.maxCreditBytes(next), "the message started and gets its loan in turn");
     assertTrue(next.covered);
-    assertEquals(11_000, process.overdraftBytes(), "the frame's loan became the message's");
+    assertEquals(11_000, process.overdraftBytes(), "the start's loan became the message's");
   }
 
-  /** With no room left in the overdraft, a connection past its share keeps no frame's credit. */
+  /** A start's loan is given back once another connection's message waits for a loan. */
   @Test
-  void aFrameIsNotLentPastTheOverdraft() {
+  void aStartYieldsToAMessageWaitingForItsLoan() {
+    ProcessBudget process = new ProcessBudget(100_000);
+    ReadBudget a = budget(process);
+    ReadBudget b = budget(process);
+    a.credit(0);
+    b.credit(0);
+    hold(a, 26_000);
+    hold(b, 30_000);
+    assertTrue(process.isPressed());
+    assertEquals(Loan.START_BYTES, a.maxCreditBytes(new Need(0)), "a's next message may start");
+    assertEquals(1_000 + Loan.START_BYTES * 5 / 4, process.overdraftBytes());
+    Need message = new Need(35_000);
+    assertEquals(0, b.maxCreditBytes(message),
+        "b's message needs 48,750 of the overdraft's 50,000 and a's start leaves less");
+    assertFalse(message.covered);
+    assertEquals(1, process.waitingConnections());
+    assertEquals(0, a.maxCreditBytes(new Need(0)), "a's start yields");
+    assertEquals(6_000, process.overdraftBytes(), "what a and b hold past their shares");
+    assertEquals(35_000, b.maxCreditBytes(message), "b's message gets its loan");
+    assertTrue(message.covered);
+  }
+
+  /**
+   * A start completes no message: unlike a message's first loan, it is refused when what is
+   * committed would pass the limit, even with nothing lent.
+   */
+  @Test
+  void aStartIsNotLentPastTheLimit() {
+    ProcessBudget process = new ProcessBudget(100_000);
+    ReadBudget a = budget(process);
+    ReadBudget b = budget(process);
+    a.credit(0);
+    hold(a, 26_000);
+    b.credit(84_000);
+    assertEquals(0, process.overdraftBytes());
+    assertEquals(0, a.maxCreditBytes(new Need(0)), "110,000 committed: no start for a");
+    assertEquals(1_000, process.overdraftBytes(), "what a holds past its share is lent");
+  }
+
+  /** With no room left in the overdraft, a connection past its share gets no start. */
+  @Test
+  void aStartIsNotLentPastTheOverdraft() {
     ProcessBudget process = new ProcessBudget(100_000);
     ReadBudget a = budget(process);
     budget(process).credit(0);
     a.credit(0);
     hold(a, 74_000);
     assertEquals(0, a.maxCreditBytes(new Need(0)),
-        "49,000 past its share: the overdraft of 50,000 has no frame for it");
+        "49,000 past its share: the overdraft of 50,000 has no start for it");
     assertEquals(49_000, process.overdraftBytes(), "what it holds past its share is lent");
   }
 
