@@ -32,7 +32,7 @@ import org.junit.jupiter.api.Test;
 /**
  * Downloads whose application keeps each connection's last two chunks until the next one comes,
  * together holding past half a process budget: every download completes. A connection whose
- * share leaves it nothing borrows a frame for its next message; without it, its peer could send
+ * share leaves it nothing borrows the start of its next message; without it, its peer could send
  * nothing, and the application would wait for good.
  */
 class ProcessBudgetKeepersTest {
