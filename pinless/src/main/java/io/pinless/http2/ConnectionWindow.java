@@ -124,6 +124,7 @@ public final class ConnectionWindow {
   public void lost() {
     state = State.LOST;
     cut = null;
+    inbound.outboundLost();
   }
 
   /** True while every write has been walked, so {@link #granted} is exact. */

@@ -93,6 +93,8 @@ public final class InboundMessages implements ReadBudget.Messages {
   private IntObjectHashMap<Message> messages;
   /** This end read a client preface, or its outbound bytes show a server's ({@link #server()}). */
   private boolean server;
+  /** False once the outbound walk stopped: no trailers will remove a client's end. */
+  private boolean endsKept = true;
   /** (Server) streams the client ended whose trailers have not gone out; null when none. */
   private IntObjectHashMap<Boolean> clientEnded;
   /** (Server) streams whose trailers went out and whose client still sends; null when none. */
@@ -120,9 +122,10 @@ public final class InboundMessages implements ReadBudget.Messages {
     }
   }
 
-  /** Drops the message of a stream that was reset. */
+  /** Drops the message of a stream that was reset, and the rest of its frame being read. */
   public void forget(int stream) {
     drop(stream);
+    skipFrameOf(stream);
     finished = remove(finished, stream);
     clientEnded = remove(clientEnded, stream);
   }
@@ -139,7 +142,29 @@ public final class InboundMessages implements ReadBudget.Messages {
       return;
     }
     drop(stream);
+    skipFrameOf(stream);
     finished = add(finished, stream);
+  }
+
+  /**
+   * The outbound walk has stopped: trailers are no longer seen, so the streams the client ends
+   * are no longer kept for them.
+   */
+  void outboundLost() {
+    endsKept = false;
+    clientEnded = null;
+  }
+
+  /**
+   * Skips the rest of the DATA frame being read if it is {@code stream}'s: gRPC discards it, and
+   * its bytes read as a message would claim a length nobody sent.
+   */
+  private void skipFrameOf(int stream) {
+    if (frameStream == stream && (state == State.DATA || state == State.PAD_LENGTH)) {
+      left += padLeft;
+      padLeft = 0;
+      state = State.SKIP;
+    }
   }
 
   /** This end is a server: its outbound bytes start with no client preface. */
@@ -339,7 +364,7 @@ public final class InboundMessages implements ReadBudget.Messages {
     } else if (ends) {
       if (discarded) {
         finished = remove(finished, stream);
-      } else if (server) {
+      } else if (server && endsKept) {
         clientEnded = add(clientEnded, stream);
       }
     }

@@ -54,10 +54,9 @@ final class Loan {
    * <p>A connection with no message under way gets no credit past what it has ({@code credit}),
    * or a frame's ({@link ReadBudget#MIN_ROOM_BYTES}): shares shrink as connections come, and
    * credit an idle peer was granted under a larger one cannot be taken back. One whose share
-   * leaves it nothing borrows {@link #START_BYTES} while no message waits for a loan and what is
-   * committed allows, so that its next message can start and wait its turn for one: an
-   * application that keeps what it has until that message comes would otherwise wait for good.
-   * The start's loan is given back once a message waits.
+   * leaves it nothing borrows {@link #START_BYTES} while the overdraft and what is committed
+   * allow, so that its next message can start and wait its turn for a loan: an application that
+   * keeps what it has until that message comes would otherwise wait for good.
    *
    * @param tracked what the connection holds, as its budget counts it
    * @param credit the credit its peer holds now
@@ -71,9 +70,9 @@ final class Loan {
       long start = wanted(tracked, START_BYTES, share);
       boolean shareLeavesNothing = Math.max(0, share - tracked) * 4 / 5 == 0;
       // A start completes no message: it is checked against the limit even with nothing lent.
-      if (!shareLeavesNothing || process.anyWaiting()
-          || borrow(start, tracked, share, false) < start) {
-        // A start's loan yields to messages waiting for theirs; it needs room under the limit.
+      // It does not wait for messages waiting for loans: one may wait for what this connection's
+      // application releases once its next message comes.
+      if (!shareLeavesNothing || borrow(start, tracked, share, false) < start) {
         borrow(wanted(tracked, 0, share), tracked, share);
       }
       return Math.min(within(share, tracked), Math.max(credit, ReadBudget.MIN_ROOM_BYTES));

@@ -352,11 +352,6 @@ public final class ProcessBudget {
     return turn <= firstTurn;
   }
 
-  /** True while a connection waits for a loan in turn. */
-  boolean anyWaiting() {
-    return firstTurn != Long.MAX_VALUE;
-  }
-
   /** How many connections wait for a loan in turn. */
   int waitingConnections() {
     synchronized (waiting) {

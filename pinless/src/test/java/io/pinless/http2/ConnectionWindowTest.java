@@ -170,6 +170,51 @@ class ConnectionWindowTest {
     assertEquals(0, inbound.incompleteMessages());
   }
 
+  /**
+   * Trailers sent while a client's DATA frame is half read: the rest of the frame is gRPC's to
+   * discard, not the start of a message (its bytes would claim a length nobody sent).
+   */
+  @Test
+  void trailersInTheMiddleOfAFrameDiscardItsRest() {
+    InboundMessages inbound = new InboundMessages(64 << 20);
+    ConnectionWindow w = new ConnectionWindow(inbound);
+    read(inbound, clientPreface());
+    assertFalse(write(w, settings(0)));
+    ByteBuf call = frame(Unpooled.buffer(), 0x1, 0x4, 1, Unpooled.buffer());
+    ByteBuf payload = Unpooled.buffer().writeBytes(grpcPrefix(1 << 20));
+    while (payload.readableBytes() < 20_000) {
+      payload.writeByte(0).writeInt(0x7fffffff); // every 5 bytes a prefix claiming 2 GiB
+    }
+    frame(call, 0x0, 0x8, 1, Unpooled.buffer().writeByte(3).writeBytes(payload)
+        .writeZero(3)); // padded
+    int cut = call.readableBytes() - 12_000;
+    read(inbound, call.readRetainedSlice(cut));
+    assertEquals(1, inbound.incompleteMessages());
+    assertFalse(write(w, frame(Unpooled.buffer(), 0x1, 0x5, 1, Unpooled.buffer())));
+    read(inbound, call);
+    assertEquals(0, inbound.incompleteMessages(), "the frame's rest starts no message");
+    assertEquals(0, inbound.pendingFrameBytes());
+    assertEquals(0, inbound.remainingBytes());
+    read(inbound, frame(Unpooled.buffer(), 0x0, 0x1, 1, Unpooled.buffer().writeZero(10)));
+    assertEquals(0, inbound.halfEndedStreams(), "the client ended the stream: nothing kept");
+  }
+
+  /** Once the outbound walk stops, no trailers are seen: the client's ends are not kept. */
+  @Test
+  void aLostWalkKeepsNoClientEnds() {
+    InboundMessages inbound = new InboundMessages(64 << 20);
+    ConnectionWindow w = new ConnectionWindow(inbound);
+    read(inbound, clientPreface());
+    assertFalse(write(w, settings(0)));
+    w.lost();
+    for (int stream = 1; stream < 200; stream += 2) {
+      ByteBuf call = frame(Unpooled.buffer(), 0x1, 0x4, stream, Unpooled.buffer());
+      read(inbound, frame(call, 0x0, 0x1, stream,
+          Unpooled.buffer().writeBytes(grpcPrefix(10)).writeZero(10)));
+    }
+    assertEquals(0, inbound.halfEndedStreams());
+  }
+
   /** A client's END_STREAM ends its request: the response it receives is still under way. */
   @Test
   void aClientsEndOfStreamKeepsTheResponseUnderWay() {

@@ -630,28 +630,32 @@ class ProcessBudgetTest {
     assertEquals(11_000, process.overdraftBytes(), "the start's loan became the message's");
   }
 
-  /** A start's loan is given back once another connection's message waits for a loan. */
+  /**
+   * A start goes even while another connection's message waits for a loan: that message may wait
+   * for what this connection's application releases once its own next message comes.
+   */
   @Test
-  void aStartYieldsToAMessageWaitingForItsLoan() {
+  void aStartGoesWhileAMessageWaitsForWhatItsConnectionReleases() {
     ProcessBudget process = new ProcessBudget(100_000);
-    ReadBudget a = budget(process);
-    ReadBudget b = budget(process);
-    a.credit(0);
-    b.credit(0);
-    hold(a, 26_000);
-    hold(b, 30_000);
-    assertTrue(process.isPressed());
-    assertEquals(Loan.START_BYTES, a.maxCreditBytes(new Need(0)), "a's next message may start");
-    assertEquals(1_000 + Loan.START_BYTES * 5 / 4, process.overdraftBytes());
-    Need message = new Need(35_000);
-    assertEquals(0, b.maxCreditBytes(message),
-        "b's message needs 48,750 of the overdraft's 50,000 and a's start leaves less");
-    assertFalse(message.covered);
+    ReadBudget keeper = budget(process);
+    ReadBudget waiter = budget(process);
+    keeper.credit(0);
+    waiter.credit(0);
+    ByteBuf kept = hold(keeper, 60_000);
+    assertEquals(Loan.START_BYTES, keeper.maxCreditBytes(new Need(0)));
+    assertEquals(35_000 + Loan.START_BYTES * 5 / 4, process.overdraftBytes(),
+        "what the keeper holds past its share, and its next message's start");
+    Need message = new Need(40_000);
+    waiter.maxCreditBytes(message);
+    assertFalse(message.covered, "the waiter's loan does not fit past what the keeper holds");
     assertEquals(1, process.waitingConnections());
-    assertEquals(0, a.maxCreditBytes(new Need(0)), "a's start yields");
-    assertEquals(6_000, process.overdraftBytes(), "what a and b hold past their shares");
-    assertEquals(35_000, b.maxCreditBytes(message), "b's message gets its loan");
-    assertTrue(message.covered);
+    assertEquals(Loan.START_BYTES, keeper.maxCreditBytes(new Need(0)),
+        "the keeper's next message may start all the same");
+    release(keeper, kept);
+    keeper.maxCreditBytes(new Need(0));
+    assertEquals(0, process.overdraftBytes(), "the keeper's application released: no loan");
+    assertTrue(waiter.maxCreditBytes(message) > 0, "the waiter's peer may send");
+    assertEquals(0, process.waitingConnections(), "and it waits no more");
   }
 
   /**
