@@ -124,7 +124,6 @@ public final class ConnectionWindow {
   public void lost() {
     state = State.LOST;
     cut = null;
-    inbound.outboundLost();
   }
 
   /** True while every write has been walked, so {@link #granted} is exact. */
@@ -250,7 +249,6 @@ public final class ConnectionWindow {
           left = FrameHeader.CLIENT_PREFACE_BYTES;
         } else {
           server = true;
-          inbound.server();
           state = State.HEADER;
         }
         return pos;

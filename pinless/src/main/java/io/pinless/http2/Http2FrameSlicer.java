@@ -52,8 +52,6 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
     this.streamWindow = streamWindow;
   }
 
-
-
   /**
    * Hands on the whole frames {@code msg} completes; other messages pass through.
    *
@@ -100,5 +98,10 @@ public final class Http2FrameSlicer extends ChannelInboundHandlerAdapter {
   /** Bytes held between reads: 0 when idle. */
   int heldBytes() {
     return slicer.heldBytes();
+  }
+
+  /** The messages under way its joins wait by; null unless made with a stream window. */
+  InboundMessages messages() {
+    return messages;
   }
 }

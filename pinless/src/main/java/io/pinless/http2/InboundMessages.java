@@ -16,14 +16,14 @@ import io.pinless.read.ReadBudget;
  * </pre>
  *
  * <p>A stream has an entry only while its current message is incomplete: from the first byte of
- * its prefix to the last of its message. An END_STREAM (on DATA, or on HEADERS: trailers), or a
- * RST_STREAM in either direction ({@link #forget}), drops it. So do a server's trailers sent
- * while the client still sends ({@link #finished}): gRPC then discards what else comes on the
- * stream, which counts toward nothing until the client ends it. A server end (one that reads a
- * client preface) knows which streams the client has ended, until their trailers go out. A
- * message longer than the limit given at construction is outside the limits: its bytes count
- * toward nothing ({@link #pendingFrameBytes}, {@link #remainingBytes}), and gRPC refuses it or
- * the budget holds it back.
+ * its prefix to the last of its message. DATA counts only on a stream the peer opened (its
+ * HEADERS) and has not closed: its END_STREAM, a RST_STREAM in either direction ({@link
+ * #forget}), or this server's trailers ({@link #finished}) close it and drop its message. gRPC
+ * discards DATA that comes after (a frame in flight when this end reset the stream, what a client
+ * sends after the server ended the call), and so does this reader: read as a message, it would
+ * claim a length nobody sent. A message longer than the limit given at construction is outside
+ * the limits: its bytes count toward nothing ({@link #pendingFrameBytes}, {@link
+ * #remainingBytes}), and gRPC refuses it or the budget holds it back.
  *
  * <p>A message whose length is known may be marked covered ({@link #coverAll}): a loan from the
  * process's budget covers it, and a message started after that is not covered until the next.
@@ -31,10 +31,8 @@ import io.pinless.read.ReadBudget;
  * <p>It reads only headers, pad lengths and gRPC prefixes; it never looks at message bytes and
  * never rejects input (a protocol error is grpc-netty's to find).
  *
- * <p>Memory: idle it holds no table and no header buffer; while messages are incomplete, one small
- * entry per such stream; on a server, one per stream the client ended until its trailers go out,
- * and one per stream whose trailers went out until the client ends it. It holds no {@link
- * ByteBuf}.
+ * <p>Memory: idle it holds no table and no header buffer; one small entry per open stream, and
+ * one per stream with an incomplete message. It holds no {@link ByteBuf}.
  */
 public final class InboundMessages implements ReadBudget.Messages {
   /** A gRPC message's prefix: a compressed flag and a 4-byte length. */
@@ -91,14 +89,8 @@ public final class InboundMessages implements ReadBudget.Messages {
   private long untouchedFrameBytes;
   /** Incomplete messages by stream; null when none. */
   private IntObjectHashMap<Message> messages;
-  /** This end read a client preface, or its outbound bytes show a server's ({@link #server()}). */
-  private boolean server;
-  /** False once the outbound walk stopped: no trailers will remove a client's end. */
-  private boolean endsKept = true;
-  /** (Server) streams the client ended whose trailers have not gone out; null when none. */
-  private IntObjectHashMap<Boolean> clientEnded;
-  /** (Server) streams whose trailers went out and whose client still sends; null when none. */
-  private IntObjectHashMap<Boolean> finished;
+  /** Streams the peer may still send DATA on; null when none. */
+  private IntObjectHashMap<Boolean> open;
   /** DATA bytes received, padding included: what flow control counts. */
   private long dataBytes;
   /** Sum of {@link Message#frameBytes} over messages within the limit. */
@@ -122,71 +114,32 @@ public final class InboundMessages implements ReadBudget.Messages {
     }
   }
 
-  /** Drops the message of a stream that was reset, and the rest of its frame being read. */
+  /** This end reset {@code stream}: its message, and the rest of its frame being read, go. */
   public void forget(int stream) {
-    drop(stream);
-    skipFrameOf(stream);
-    finished = remove(finished, stream);
-    clientEnded = remove(clientEnded, stream);
+    close(stream);
   }
 
   /**
-   * This end (a server) sent {@code stream}'s trailers. If the client has not ended the stream,
-   * gRPC discards what else it sends on it: its message is dropped and its later DATA counts
-   * toward nothing.
+   * This end (a server) sent {@code stream}'s trailers: gRPC discards what else the client sends
+   * on it, so its message goes, and so does the rest of its frame being read.
    */
   public void finished(int stream) {
-    server = true;
-    if (clientEnded != null && clientEnded.containsKey(stream)) {
-      clientEnded = remove(clientEnded, stream);
-      return;
-    }
+    close(stream);
+  }
+
+  private void close(int stream) {
     drop(stream);
-    skipFrameOf(stream);
-    finished = add(finished, stream);
-  }
-
-  /**
-   * The outbound walk has stopped: trailers are no longer seen, so the streams the client ends
-   * are no longer kept for them.
-   */
-  void outboundLost() {
-    endsKept = false;
-    clientEnded = null;
-  }
-
-  /**
-   * Skips the rest of the DATA frame being read if it is {@code stream}'s: gRPC discards it, and
-   * its bytes read as a message would claim a length nobody sent.
-   */
-  private void skipFrameOf(int stream) {
+    if (open != null) {
+      open.remove(stream);
+      if (open.isEmpty()) {
+        open = null;
+      }
+    }
     if (frameStream == stream && (state == State.DATA || state == State.PAD_LENGTH)) {
       left += padLeft;
       padLeft = 0;
       state = State.SKIP;
     }
-  }
-
-  /** This end is a server: its outbound bytes start with no client preface. */
-  void server() {
-    server = true;
-  }
-
-  private static IntObjectHashMap<Boolean> add(IntObjectHashMap<Boolean> set, int stream) {
-    if (set == null) {
-      set = new IntObjectHashMap<>(4);
-    }
-    set.put(stream, Boolean.TRUE);
-    return set;
-  }
-
-  /** @return the set without {@code stream}, null once empty */
-  private static IntObjectHashMap<Boolean> remove(IntObjectHashMap<Boolean> set, int stream) {
-    if (set == null) {
-      return null;
-    }
-    set.remove(stream);
-    return set.isEmpty() ? null : set;
   }
 
   /** DATA bytes (padding included) the peer has sent on the connection. */
@@ -273,18 +226,17 @@ public final class InboundMessages implements ReadBudget.Messages {
     return messages == null ? 0 : messages.size();
   }
 
-  /** (Server) how many streams one side has ended and the other not yet. */
-  int halfEndedStreams() {
-    return (clientEnded == null ? 0 : clientEnded.size())
-        + (finished == null ? 0 : finished.size());
+  /** How many streams the peer may still send DATA on. */
+  int openStreams() {
+    return open == null ? 0 : open.size();
   }
+
 
   /** Reads from {@code pos}; returns the position after what it read. */
   private int step(ByteBuf in, int pos, int end) {
     switch (state) {
       case START:
         if (in.getByte(pos) == 'P') {
-          server = true;
           state = State.PREFACE;
           left = FrameHeader.CLIENT_PREFACE_BYTES;
         } else {
@@ -351,27 +303,20 @@ public final class InboundMessages implements ReadBudget.Messages {
 
   private void startFrame(int length, int type, int flags, int stream) {
     left = length;
-    boolean ends = type == FrameHeader.TYPE_RST_STREAM
-        || (type == FrameHeader.TYPE_HEADERS || type == FrameHeader.TYPE_DATA)
-        && (flags & FrameHeader.FLAG_END_STREAM) != 0;
+    boolean endStream = (flags & FrameHeader.FLAG_END_STREAM) != 0;
+    if (type == FrameHeader.TYPE_RST_STREAM || type == FrameHeader.TYPE_HEADERS && endStream) {
+      close(stream);
+    } else if (type == FrameHeader.TYPE_HEADERS && stream != 0) {
+      if (open == null) {
+        open = new IntObjectHashMap<>(4);
+      }
+      open.put(stream, Boolean.TRUE);
+    }
     if (type == FrameHeader.TYPE_DATA) {
       dataBytes += length;
     }
-    boolean discarded = finished != null && finished.containsKey(stream);
-    if (type == FrameHeader.TYPE_RST_STREAM) {
-      finished = remove(finished, stream);
-      clientEnded = remove(clientEnded, stream);
-    } else if (ends) {
-      if (discarded) {
-        finished = remove(finished, stream);
-      } else if (server && endsKept) {
-        clientEnded = add(clientEnded, stream);
-      }
-    }
-    if (type == FrameHeader.TYPE_RST_STREAM || type == FrameHeader.TYPE_HEADERS && ends) {
-      drop(stream);
-    }
-    if (type != FrameHeader.TYPE_DATA || discarded) {
+    if (type != FrameHeader.TYPE_DATA || open == null || !open.containsKey(stream)) {
+      // Not DATA, or DATA gRPC discards (on a stream not open) and that counts toward nothing.
       state = length == 0 ? State.HEADER : State.SKIP;
       return;
     }
@@ -455,10 +400,10 @@ public final class InboundMessages implements ReadBudget.Messages {
     return pos + n;
   }
 
-  /** The current DATA frame's data has ended: END_STREAM drops its stream's message. */
+  /** The current DATA frame's data has ended: END_STREAM closes its stream. */
   private void endFrame() {
     if ((frameFlags & FrameHeader.FLAG_END_STREAM) != 0) {
-      drop(frameStream);
+      close(frameStream);
     }
   }
 

@@ -31,6 +31,7 @@ import org.junit.jupiter.api.Test;
  */
 class ConnectionHandlerBudgetTest {
   private static final int DATA = 0x0;
+  private static final int HEADERS = 0x1;
   private static final int PADDED = 0x8;
   private static final int SETTINGS = 0x4;
   private static final int PING = 0x6;
@@ -85,6 +86,11 @@ class ConnectionHandlerBudgetTest {
     return out;
   }
 
+  /** HEADERS that open {@code stream}: DATA counts only on a stream its peer opened. */
+  private static ByteBuf headers(ByteBuf out, int stream) {
+    return frame(out, HEADERS, 0x4, stream, Unpooled.EMPTY_BUFFER);
+  }
+
   private static ByteBuf windowUpdate(int stream, int increment) {
     return frame(
         Unpooled.buffer(), WINDOW_UPDATE, 0, stream, Unpooled.buffer().writeInt(increment));
@@ -101,7 +107,7 @@ class ConnectionHandlerBudgetTest {
   /** SETTINGS, then on stream 1 a gRPC message of {@code length} of which {@code sent} bytes. */
   private static ByteBuf message(int length, int sent) {
     ByteBuf in = frame(Unpooled.buffer(), SETTINGS, 0, 0, Unpooled.EMPTY_BUFFER);
-    return frame(in, DATA, 0, 1,
+    return frame(headers(in, 1), DATA, 0, 1,
         Unpooled.buffer().writeByte(0).writeInt(length).writeZero(sent));
   }
 
@@ -135,7 +141,7 @@ class ConnectionHandlerBudgetTest {
     // than one budget of credit, or a peer that lies in its prefixes is never held.
     ByteBuf in = message(40_000, 40_000);
     for (int stream = 3; stream < 3 + 2 * 200; stream += 2) {
-      frame(in, DATA, 0, stream, Unpooled.buffer().writeByte(0).writeInt(900));
+      frame(headers(in, stream), DATA, 0, stream, Unpooled.buffer().writeByte(0).writeInt(900));
     }
     batch(in);
     ch.writeAndFlush(windowUpdate(0, 200_000));
@@ -152,7 +158,7 @@ class ConnectionHandlerBudgetTest {
     // Over the budget, then a message started on stream 3 and 20,000 empty DATA frames on it:
     // they cost the peer no window and carry no message byte, so they must not lift the budget.
     ByteBuf in = message(40_000, 40_000);
-    frame(in, DATA, 0, 3, Unpooled.buffer().writeByte(0).writeInt(900));
+    frame(headers(in, 3), DATA, 0, 3, Unpooled.buffer().writeByte(0).writeInt(900));
     for (int i = 0; i < 20_000; i++) {
       frame(in, DATA, 0, 3, Unpooled.EMPTY_BUFFER);
     }
@@ -407,7 +413,8 @@ class ConnectionHandlerBudgetTest {
   void aCappedConnectionWithAMessageUnderWayLooksAgainOnTheShortTimer() {
     Capped capped = new Capped();
     ByteBuf in = frame(Unpooled.buffer(), SETTINGS, 0, 0, Unpooled.EMPTY_BUFFER);
-    frame(in, DATA, 0, 1, Unpooled.buffer().writeByte(0).writeInt(50_000).writeZero(100));
+    frame(headers(in, 1), DATA, 0, 1,
+        Unpooled.buffer().writeByte(0).writeInt(50_000).writeZero(100));
     ByteBuf read = Unpooled.directBuffer(in.readableBytes()).writeBytes(in);
     in.release();
     capped.ch.pipeline().fireChannelRead(read);
@@ -472,7 +479,7 @@ class ConnectionHandlerBudgetTest {
   void anIncompleteMessageWithinTheLimitIsNotHeldBackByTheBudget() {
     // 1144 bytes over a 1000-byte budget: a 900-byte message, 600 bytes of it in padded frames.
     ByteBuf in = frame(Unpooled.buffer(), SETTINGS, 0, 0, Unpooled.EMPTY_BUFFER);
-    frame(in, DATA, PADDED, 1,
+    frame(headers(in, 1), DATA, PADDED, 1,
         Unpooled.buffer().writeByte(255).writeByte(0).writeInt(900).writeZero(300 + 255));
     frame(in, DATA, PADDED, 1, Unpooled.buffer().writeByte(255).writeZero(300 + 255));
     batch(in);

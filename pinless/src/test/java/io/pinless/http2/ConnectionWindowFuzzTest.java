@@ -22,6 +22,7 @@ class ConnectionWindowFuzzTest {
     InboundMessages inbound = new InboundMessages(1000);
     ByteBuf open = Unpooled.buffer();
     for (int stream = 1; stream <= 7; stream += 2) {
+      open.writeMedium(0).writeByte(0x1).writeByte(0x4).writeInt(stream);
       open.writeMedium(5).writeByte(0).writeByte(0).writeInt(stream).writeByte(0).writeInt(100);
     }
     inbound.read(open);

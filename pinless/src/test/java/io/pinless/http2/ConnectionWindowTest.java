@@ -143,10 +143,10 @@ class ConnectionWindowTest {
     assertEquals(both / 2, inbound.pendingFrameBytes());
     assertEquals(data + 16_000, inbound.dataBytes(), "flow control still counts it");
     read(inbound, frame(Unpooled.buffer(), 0x0, 0x1, 1, Unpooled.buffer().writeZero(10)));
-    assertEquals(0, inbound.halfEndedStreams(), "stream 1 ended both ways: nothing kept");
+    assertEquals(1, inbound.openStreams(), "stream 3 is open, stream 1 is not");
     read(inbound, frame(Unpooled.buffer(), 0x3, 0, 3, Unpooled.buffer().writeInt(8)));
     assertEquals(0, inbound.incompleteMessages(), "both streams ended");
-    assertEquals(0, inbound.halfEndedStreams());
+    assertEquals(0, inbound.openStreams());
   }
 
   /**
@@ -163,9 +163,9 @@ class ConnectionWindowTest {
       ByteBuf call = frame(Unpooled.buffer(), 0x1, 0x4, stream, Unpooled.buffer());
       read(inbound, frame(call, 0x0, 0x1, stream,
           Unpooled.buffer().writeBytes(grpcPrefix(10)).writeZero(10)));
-      assertEquals(1, inbound.halfEndedStreams(), "the request ended, the call goes on");
+      assertEquals(0, inbound.openStreams(), "the request ended");
       assertFalse(write(w, frame(Unpooled.buffer(), 0x1, 0x5, stream, Unpooled.buffer())));
-      assertEquals(0, inbound.halfEndedStreams(), "call " + stream + " is over");
+      assertEquals(0, inbound.openStreams(), "call " + stream + " is over");
     }
     assertEquals(0, inbound.incompleteMessages());
   }
@@ -196,10 +196,10 @@ class ConnectionWindowTest {
     assertEquals(0, inbound.pendingFrameBytes());
     assertEquals(0, inbound.remainingBytes());
     read(inbound, frame(Unpooled.buffer(), 0x0, 0x1, 1, Unpooled.buffer().writeZero(10)));
-    assertEquals(0, inbound.halfEndedStreams(), "the client ended the stream: nothing kept");
+    assertEquals(0, inbound.openStreams(), "nothing kept");
   }
 
-  /** Once the outbound walk stops, no trailers are seen: the client's ends are not kept. */
+  /** Once the outbound walk stops, no trailers are seen: calls the client ends leave nothing. */
   @Test
   void aLostWalkKeepsNoClientEnds() {
     InboundMessages inbound = new InboundMessages(64 << 20);
@@ -212,7 +212,30 @@ class ConnectionWindowTest {
       read(inbound, frame(call, 0x0, 0x1, stream,
           Unpooled.buffer().writeBytes(grpcPrefix(10)).writeZero(10)));
     }
-    assertEquals(0, inbound.halfEndedStreams());
+    assertEquals(0, inbound.openStreams());
+  }
+
+  /**
+   * DATA in flight when this end resets a stream (a cancelled call) is discarded: read as a
+   * message, its bytes would claim a length nobody sent, and nothing would ever end it.
+   */
+  @Test
+  void dataInFlightAfterAResetCountsTowardNothing() {
+    InboundMessages inbound = new InboundMessages(64 << 20);
+    ConnectionWindow w = new ConnectionWindow(inbound);
+    for (int stream = 1; stream < 200; stream += 2) {
+      read(inbound, messageStart(stream));
+      ByteBuf reset = frame(Unpooled.buffer(), 0x3, 0, stream, Unpooled.buffer().writeInt(8));
+      assertFalse(write(w, reset), "this end cancels the call");
+      ByteBuf inFlight = Unpooled.buffer();
+      while (inFlight.readableBytes() < 16_000) {
+        inFlight.writeByte(0).writeInt(1000); // bytes that look like a prefix
+      }
+      read(inbound, frame(Unpooled.buffer(), 0x0, 0, stream, inFlight));
+    }
+    assertEquals(0, inbound.incompleteMessages());
+    assertEquals(0, inbound.pendingFrameBytes());
+    assertEquals(0, inbound.openStreams());
   }
 
   /** A client's END_STREAM ends its request: the response it receives is still under way. */

@@ -89,6 +89,10 @@ class Http2FrameSlicerTest {
       slicer =
           new Http2FrameSlicer(false, FrameSlicer.DEFAULT_MAX_FRAME_SIZE, budget, streamWindow);
       ch = new EmbeddedChannel(slicer, keep);
+      // The responses' HEADERS came earlier: DATA counts only on open streams.
+      ByteBuf opened = InboundMessagesTest.opened(1, 3, 5, 7);
+      slicer.messages().read(opened);
+      opened.release();
     }
 
     /** Feeds {@code stream} as two reads, cut at {@code cut}, of one read batch, with headroom. */

@@ -21,6 +21,15 @@ class InboundMessagesTest {
     return out;
   }
 
+  /** A buffer with the HEADERS that open {@code streams}: DATA counts only on open streams. */
+  static ByteBuf opened(int... streams) {
+    ByteBuf in = Unpooled.buffer();
+    for (int stream : streams) {
+      frame(in, 0x1, 0x4, stream, Unpooled.wrappedBuffer(new byte[7]));
+    }
+    return in;
+  }
+
   static ByteBuf grpcPrefix(int length) {
     return Unpooled.buffer().writeByte(0).writeInt(length);
   }
@@ -65,7 +74,7 @@ class InboundMessagesTest {
 
   @Test
   void coverAllCoversTheMessagesWhoseLengthIsKnownAndNoneStartedAfter() {
-    ByteBuf in = Unpooled.buffer();
+    ByteBuf in = opened(1, 3, 5);
     frame(in, DATA, 0, 1, grpcPrefix(100).writeZero(10));
     frame(in, DATA, 0, 3, Unpooled.wrappedBuffer(new byte[] {0, 0}));
     InboundMessages m = new InboundMessages(1000);
@@ -87,7 +96,7 @@ class InboundMessagesTest {
 
   @Test
   void paddingCountsForFlowControlAndPinsButIsNoMessageByte() {
-    ByteBuf in = Unpooled.buffer();
+    ByteBuf in = opened(1, 3, 5);
     ByteBuf payload = Unpooled.buffer().writeByte(200).writeBytes(grpcPrefix(50)).writeZero(10)
         .writeZero(200);
     frame(in, DATA, PADDED, 3, payload);
@@ -100,7 +109,7 @@ class InboundMessagesTest {
 
   @Test
   void endStreamAndResetsInEitherDirectionDropAStreamsMessage() {
-    ByteBuf in = Unpooled.buffer();
+    ByteBuf in = opened(1, 3, 5);
     frame(in, DATA, 0, 1, grpcPrefix(100));
     frame(in, DATA, 0, 3, grpcPrefix(100));
     frame(in, DATA, 0, 5, grpcPrefix(100));
@@ -120,7 +129,7 @@ class InboundMessagesTest {
   void trailersEndingAStreamMidMessageDropItsMessage() {
     // A peer that ends a stream with HEADERS (trailers) while its message is incomplete: the
     // claimed 900 bytes never come and must not stay owed for the life of the connection.
-    ByteBuf in = Unpooled.buffer();
+    ByteBuf in = opened(1, 3, 5);
     frame(in, DATA, 0, 1, grpcPrefix(900).writeZero(10));
     frame(in, HEADERS, END_STREAM | 0x4, 1, Unpooled.wrappedBuffer(new byte[7]));
     frame(in, DATA, 0, 3, grpcPrefix(100));
@@ -133,7 +142,7 @@ class InboundMessagesTest {
 
   @Test
   void aMessageOverTheLimitCountsTowardNothing() {
-    ByteBuf in = Unpooled.buffer();
+    ByteBuf in = opened(1, 3, 5);
     frame(in, DATA, 0, 1, grpcPrefix(1001).writeZero(100));
     frame(in, DATA, 0, 3, grpcPrefix(1000).writeZero(100));
     InboundMessages m = readSplit(in, 1000);
@@ -145,7 +154,7 @@ class InboundMessagesTest {
 
   @Test
   void paddingLongerThanItsFrameIsSkipped() {
-    ByteBuf in = Unpooled.buffer();
+    ByteBuf in = opened(1, 3, 5);
     frame(in, DATA, PADDED, 1, Unpooled.buffer().writeByte(9).writeZero(3));
     frame(in, DATA, 0, 3, grpcPrefix(10));
     InboundMessages m = readSplit(in, 1000);
