@@ -231,7 +231,6 @@ public final class InboundMessages implements ReadBudget.Messages {
     return open == null ? 0 : open.size();
   }
 
-
   /** Reads from {@code pos}; returns the position after what it read. */
   private int step(ByteBuf in, int pos, int end) {
     switch (state) {
