@@ -7,6 +7,7 @@ import io.grpc.StatusRuntimeException;
 import java.security.cert.Certificate;
 import javax.net.ssl.SSLEngine;
 import javax.net.ssl.SSLPeerUnverifiedException;
+import javax.net.ssl.SSLSession;
 
 /**
  * The TLS record header (RFC 8446 section 5.1, RFC 5246 section 6.2): type u8, version u16,
@@ -50,46 +51,51 @@ final class TlsRecords {
 
   private TlsRecords() {}
 
+  /** What the engine has negotiated so far, as the JDK's API names it. */
+  private static SSLSession negotiated(SSLEngine engine) {
+    return engine.getSession();
+  }
+
   /**
    * The room one record the engine seals or opens may need: its packet buffer size, which a JDK
    * engine enlarges once a peer sends a record longer than TLS allows.
    */
   static int packetBytes(SSLEngine engine) {
-    return engine.getSession().getPacketBufferSize();
+    return negotiated(engine).getPacketBufferSize();
   }
 
   /** The most plaintext one record the engine opens may hold. */
   static int plaintextBytes(SSLEngine engine) {
-    return engine.getSession().getApplicationBufferSize();
+    return negotiated(engine).getApplicationBufferSize();
   }
 
   /** The protocol version the engine negotiated ({@code TLSv1.3}, {@code TLSv1.2}). */
   static String protocol(SSLEngine engine) {
-    return engine.getSession().getProtocol();
+    return negotiated(engine).getProtocol();
   }
 
   /** The cipher suite the engine negotiated. */
   static String cipherSuite(SSLEngine engine) {
-    return engine.getSession().getCipherSuite();
+    return negotiated(engine).getCipherSuite();
   }
 
   /** gRPC's TLS transport attribute, from which applications read the peer's certificates. */
   static Attributes transportAttributes(SSLEngine engine) {
     return Attributes.newBuilder()
-        .set(Grpc.TRANSPORT_ATTR_SSL_SESSION, engine.getSession())
+        .set(Grpc.TRANSPORT_ATTR_SSL_SESSION, negotiated(engine))
         .build();
   }
 
   /** The first certificate the engine presented to its peer, or null. */
   static Certificate localCertificate(SSLEngine engine) {
-    Certificate[] local = engine.getSession().getLocalCertificates();
+    Certificate[] local = negotiated(engine).getLocalCertificates();
     return local == null || local.length == 0 ? null : local[0];
   }
 
   /** The first certificate of the chain the engine verified, or null when the peer sent none. */
   static Certificate peerCertificate(SSLEngine engine) {
     try {
-      Certificate[] chain = engine.getSession().getPeerCertificates();
+      Certificate[] chain = negotiated(engine).getPeerCertificates();
       return chain.length == 0 ? null : chain[0];
     } catch (SSLPeerUnverifiedException e) {
       return null;

@@ -38,7 +38,7 @@ class FakeTls13Engine extends SSLEngine {
   private boolean closeNotifySent;
   private boolean inboundDone;
 
-  private final SSLSession session = (SSLSession) Proxy.newProxyInstance(
+  private final SSLSession negotiated = (SSLSession) Proxy.newProxyInstance(
       SSLSession.class.getClassLoader(), new Class<?>[] {SSLSession.class},
       (proxy, method, args) -> switch (method.getName()) {
         case "getProtocol" -> "TLSv1.3";
@@ -49,7 +49,7 @@ class FakeTls13Engine extends SSLEngine {
         case "isValid" -> true;
         case "hashCode" -> System.identityHashCode(proxy);
         case "equals" -> proxy == args[0];
-        case "toString" -> "FakeTls13Session";
+        case "toString" -> "FakeTls13Parameters";
         default -> null;
       });
 
@@ -223,7 +223,7 @@ class FakeTls13Engine extends SSLEngine {
 
   @Override
   public SSLSession getSession() {
-    return session;
+    return negotiated;
   }
 
   @Override
