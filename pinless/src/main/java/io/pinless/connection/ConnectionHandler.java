@@ -10,6 +10,7 @@ import io.pinless.http2.FrameSlicer;
 import io.pinless.http2.InboundMessages;
 import io.pinless.read.ReadBudget;
 import io.pinless.read.ReadPolicy;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.function.BiConsumer;
 
 /**
@@ -72,6 +73,8 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
   private boolean installed;
   /** The connection ended after {@link #install}: it left the open connections. */
   private boolean ended;
+  /** A task is queued to hand on the joins of streams a write ended. */
+  private boolean endedJoinsPending;
 
   /**
    * Creates the handler of one connection end whose reads are at most {@code maxReadBytes}.
@@ -244,7 +247,11 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
         window.lost();
       } else {
         long granted = window.granted();
-        if (window.write((ByteBuf) msg)) {
+        boolean withheld = window.write((ByteBuf) msg);
+        if (window.takeStreamsEnded()) {
+          handOnEndedLater(ctx);
+        }
+        if (withheld) {
           ((ByteBuf) msg).release();
           promise.trySuccess();
           return;
@@ -256,6 +263,28 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
       }
     }
     writeOn(ctx, msg, promise);
+  }
+
+  /**
+   * Once the write under way is done, hands on the joins of the streams it ended, which would
+   * otherwise wait for a read batch a quiet peer never brings; once per event loop turn.
+   */
+  private void handOnEndedLater(ChannelHandlerContext ctx) {
+    if (endedJoinsPending || !slicer.hasOpenJoins()) {
+      return;
+    }
+    endedJoinsPending = true;
+    try {
+      ctx.executor().execute(() -> {
+        endedJoinsPending = false;
+        if (slicer.handOnEnded(ctx, messages, window)) {
+          ctx.fireChannelReadComplete();
+        }
+      });
+    } catch (RejectedExecutionException e) {
+      // The event loop is shutting down: the channel's close releases the joins.
+      endedJoinsPending = false;
+    }
   }
 
   /** @param msg owned: sealed by the record stage, or written on */

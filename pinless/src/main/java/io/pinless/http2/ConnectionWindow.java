@@ -82,10 +82,22 @@ public final class ConnectionWindow {
   private long owed;
   /** The smallest SETTINGS_INITIAL_WINDOW_SIZE sent, HTTP/2's default included; 0 when unknown. */
   private long smallestStreamWindow = INITIAL_WINDOW_BYTES;
+  /** A write ended an inbound stream (a reset, a server's trailers) since the last look. */
+  private boolean streamsEnded;
 
   /** A window whose writes make {@code inbound} forget the streams this end resets. */
   public ConnectionWindow(InboundMessages inbound) {
     this.inbound = inbound;
+  }
+
+  /**
+   * Whether the writes since the last call ended an inbound stream: a reset, or a server's
+   * trailers. Its DATA waiting for the rest of a message then waits for nothing.
+   */
+  public boolean takeStreamsEnded() {
+    boolean ended = streamsEnded;
+    streamsEnded = false;
+    return ended;
   }
 
   /**
@@ -314,9 +326,11 @@ public final class ConnectionWindow {
     }
     if (type == FrameHeader.TYPE_RST_STREAM) {
       inbound.forget(stream);
+      streamsEnded = true;
     } else if (type == FrameHeader.TYPE_HEADERS && server
         && (buf.getUnsignedByte(pos + 4) & FrameHeader.FLAG_END_STREAM) != 0) {
       inbound.finished(stream);
+      streamsEnded = true;
     } else if (type == FrameHeader.TYPE_WINDOW_UPDATE && stream == 0 && length == 4) {
       granted += buf.getInt(pos + FrameHeader.BYTES) & 0x7fffffffL;
     }

@@ -203,6 +203,28 @@ public final class FrameSlicer {
     joins.endBatch(ctx, stream -> Math.min(share, messages.receivedOfMessage(stream)));
   }
 
+  /** Whether a join is open: between read batches, one waiting for the rest of its message. */
+  public boolean hasOpenJoins() {
+    return joins.count() > 0;
+  }
+
+  /**
+   * Hands on, between read batches, the joins that no longer wait: those of streams that ended
+   * since the batch ended (this end reset them, or a server sent its trailers). A quiet peer
+   * brings no batch end that would.
+   *
+   * @return whether anything went on: the next handler then needs a read-complete of its own
+   */
+  public boolean handOnEnded(
+      ChannelHandlerContext ctx, InboundMessages messages, ConnectionWindow window) {
+    int open = joins.count();
+    if (open == 0) {
+      return false;
+    }
+    readComplete(ctx, messages, window);
+    return joins.count() < open;
+  }
+
   /** Releases what a frame in progress holds; the slicer then holds nothing. */
   public void release() {
     joins.release();
