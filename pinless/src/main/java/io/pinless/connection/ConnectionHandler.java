@@ -330,7 +330,7 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
       }
       releaseSlicer();
     } finally {
-      reads.detach();
+      reads.handBack();
       ended();
     }
   }

@@ -42,7 +42,7 @@ public final class ReadOnReadyHandler extends ChannelDuplexHandler {
 
   @Override
   public void handlerRemoved(ChannelHandlerContext ctx) {
-    policy.detach();
+    policy.handBack();
   }
 
   @Override

@@ -199,6 +199,10 @@ public final class ReadPolicy
   private boolean warned;
   /** Where sweep timers run; set on attach. */
   private Timer timer;
+  /** The channel's read handle before {@link #attach}, for {@link #handBack}. */
+  private RecvByteBufAllocator channelReads;
+  /** The channel's AUTO_READ before {@link #attach}. */
+  private boolean channelAutoRead;
   /** The connection ended ({@link #detach}). */
   private boolean detached;
   /** The pending sweep timer; null when none. */
@@ -266,6 +270,8 @@ public final class ReadPolicy
     this.ctx = ctx;
     this.timer = ctx.channel() instanceof EmbeddedChannel
         ? new LoopTimer(ctx.executor()) : Wheel.TIMER;
+    channelReads = ctx.channel().config().getRecvByteBufAllocator();
+    channelAutoRead = ctx.channel().config().isAutoRead();
     ctx.channel().config().setAutoRead(false);
     // With an io_uring buffer ring the kernel picks the buffer: allocate is not called.
     ctx.channel().config().setRecvByteBufAllocator(this);
@@ -327,6 +333,25 @@ public final class ReadPolicy
     }
     if (budget.end()) {
       EndedSweep.start(budget, ctx.executor(), timer);
+    }
+  }
+
+  /**
+   * The driving handler left the pipeline: the connection ends as with {@link #detach}, and an
+   * open channel gets its reads back as they were before {@link #attach}. With AUTO_READ off, one
+   * read goes, for the requests of the handlers behind, which the policy swallowed.
+   */
+  public void handBack() {
+    detach();
+    if (ctx == null || !ctx.channel().isOpen()
+        || ctx.channel().config().getRecvByteBufAllocator() != this) {
+      return;
+    }
+    ctx.channel().config().setRecvByteBufAllocator(channelReads);
+    if (channelAutoRead) {
+      ctx.channel().config().setAutoRead(true);
+    } else {
+      ctx.channel().read();
     }
   }
 

@@ -246,6 +246,36 @@ class ReadOnReadyHandlerTest {
     s.ch.finishAndReleaseAll();
   }
 
+  @Test
+  void removedFromAnOpenChannelItHandsTheReadsBackWithTheReadItHeld() {
+    Setup s = new Setup(false);
+    ByteBuf slice = handedOn(s);
+    s.ch.pipeline().fireChannelReadComplete();
+    assertTrue(s.handler.policy().isHoldingRead());
+    int reads = s.counter.reads;
+    s.ch.pipeline().remove(s.handler);
+    assertTrue(s.ch.config().isAutoRead(), "AUTO_READ as it was before the handler came");
+    assertFalse(s.ch.config().getRecvByteBufAllocator() instanceof ReadPolicy);
+    assertEquals(reads + 1, s.counter.reads, "the channel reads again");
+    slice.release();
+    s.ch.finishAndReleaseAll();
+  }
+
+  @Test
+  void removedFromAChannelWhoseHandlersReadByHandItReadsOnceForTheirSwallowedRequests() {
+    EmbeddedChannel ch = new EmbeddedChannel();
+    ch.config().setAutoRead(false);
+    ReadCounter counter = new ReadCounter();
+    ReadOnReadyHandler handler = new ReadOnReadyHandler(new ReadBudget(1000), false);
+    ch.pipeline().addLast(counter, handler, new AsksForReads());
+    ch.pipeline().fireChannelReadComplete();
+    int reads = counter.reads;
+    ch.pipeline().remove(handler);
+    assertFalse(ch.config().isAutoRead(), "AUTO_READ stays off, as it was");
+    assertEquals(reads + 1, counter.reads);
+    ch.finishAndReleaseAll();
+  }
+
   /**
    * A read buffer of 1001 bytes (over the 1000-byte budget) that downstream holds a slice of.
    *
