@@ -55,6 +55,8 @@ final class HostileFraming {
   static final int SECOND_POINT = 450_000;
   /** What a line of {@code main}'s output starts with. */
   static final String LINE = "hostile-framing";
+  /** Waits that end on an event: long enough for any machine, short of hanging CI. */
+  static final int HANG_GUARD_MINUTES = 10;
 
   private HostileFraming() {}
 
@@ -178,11 +180,12 @@ final class HostileFraming {
               .group(clientGroup)
               .option(ChannelOption.ALLOCATOR, UnpooledByteBufAllocator.DEFAULT),
           shape.security(), client, Handshakers.address(handshakers.client()), server.getPort());
-      client.ready().get(30, TimeUnit.SECONDS);
-      client.sendUntil(first).get(120, TimeUnit.SECONDS);
+      // Hang guards only: a shape of 1-byte records takes 15-45 s on a loaded 2-core machine.
+      client.ready().get(HANG_GUARD_MINUTES, TimeUnit.MINUTES);
+      client.sendUntil(first).get(HANG_GUARD_MINUTES, TimeUnit.MINUTES);
       long before = held(serverAlloc);
       long payloadBefore = client.payloadSent();
-      client.sendUntil(second).get(120, TimeUnit.SECONDS);
+      client.sendUntil(second).get(HANG_GUARD_MINUTES, TimeUnit.MINUTES);
       long after = held(serverAlloc);
       long payload = client.payloadSent() - payloadBefore;
       if (payload != (long) STREAMS * (second - first) || !channel.isActive()) {

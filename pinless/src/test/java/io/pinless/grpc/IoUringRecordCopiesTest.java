@@ -141,8 +141,9 @@ class IoUringRecordCopiesTest {
           transport, socket, (double) (data + records) / payload, data, records, payload);
 
       // Idle: once the read budget has swept what gRPC released, the connection holds nothing.
-      assertTrue(probeUntilNoneLive(connectionPool),
-          "the idle connection holds " + PoolBytes.liveBytes(connectionPool) + " pooled bytes");
+      // The read budget's sweep timer releases what gRPC let go of.
+      long idle = PoolBytes.liveBytesOnceSwept(connectionPool, bytes -> bytes == 0);
+      assertEquals(0, idle, "pooled bytes the idle connection holds");
       return new Copies((double) records / payload, (double) data / payload);
     } finally {
       channel.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
@@ -167,25 +168,5 @@ class IoUringRecordCopiesTest {
       n++;
     }
     assertEquals(messages, n);
-  }
-
-  /**
-   * Reads {@code pool}'s live bytes until none are left; false after a minute of reads, a hang
-   * guard. The read budget's sweep timer releases what gRPC let go of within {@link
-   * io.pinless.read.ReadPolicy#MAX_SWEEP_MILLIS} of it.
-   */
-  private static boolean probeUntilNoneLive(PooledByteBufAllocator pool) {
-    long guard = System.nanoTime() + TimeUnit.MINUTES.toNanos(1);
-    do {
-      try {
-        if (PoolBytes.liveBytes(pool) == 0) {
-          return true;
-        }
-      } catch (NullPointerException e) {
-        // Netty's subpage metrics read a list an event loop may be changing: read again.
-      }
-      Thread.yield();
-    } while (System.nanoTime() < guard);
-    return false;
   }
 }

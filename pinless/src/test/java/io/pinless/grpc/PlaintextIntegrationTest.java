@@ -98,12 +98,12 @@ class PlaintextIntegrationTest {
     assertTrue(sliced + copied >= 40L << 20, "every DATA byte went through the slicer");
     // What is copied: the short DATA frames the sender cut at its flow-control window, the
     // reads that filled under half their buffer, and pieces of cut frames under 4 KiB; bulk
-    // frames in well-filled reads are sliced. How much depends on timing: about 2% of the bytes
-    // alone, up to 5.1% beside the rest of the suite on Netty 4.1. The bound
-    // is 8%.
+    // frames in well-filled reads are sliced. How much depends on how reads fall: 1-2.5% of the
+    // bytes alone, up to 5.1% beside the rest of the suite on Netty 4.1. The bound, 20%, leaves
+    // room for a loaded machine; a read path that copied bulk frames would copy nearly all.
     System.out.printf("serverStreaming: copied %d of %d DATA bytes (%.2f%%)%n",
         copied, sliced + copied, 100.0 * copied / (sliced + copied));
-    assertTrue(copied * 25 < sliced * 2,
+    assertTrue(copied * 5 < sliced + copied,
         "copied " + copied + " of " + (sliced + copied) + " DATA bytes (only short frames)");
   }
 

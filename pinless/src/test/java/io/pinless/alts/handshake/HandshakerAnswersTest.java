@@ -48,8 +48,8 @@ import org.junit.jupiter.api.Test;
 
 /** A handshaker service that answers a request twice, both answers reaching the loop at once. */
 class HandshakerAnswersTest {
-  /** 10 s: a hang guard only; every wait ends on an event. */
-  private static final long HANG_GUARD_SECONDS = 10;
+  /** A hang guard only; every wait ends on an event. */
+  private static final long HANG_GUARD_SECONDS = 60;
 
   @SuppressWarnings("unchecked")
   private static Map<String, ManagedChannel> handshakerChannels() throws Exception {
@@ -175,7 +175,9 @@ class HandshakerAnswersTest {
 
   private static void await(CountDownLatch latch) {
     try {
-      latch.await(HANG_GUARD_SECONDS, TimeUnit.SECONDS);
+      if (!latch.await(HANG_GUARD_SECONDS, TimeUnit.SECONDS)) {
+        throw new IllegalStateException("the fake handshaker waited in vain");
+      }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     }

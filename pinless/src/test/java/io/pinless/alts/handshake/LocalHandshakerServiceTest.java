@@ -102,7 +102,7 @@ class LocalHandshakerServiceTest {
 
     HandshakerResp send(HandshakerReq req) throws InterruptedException {
       requests.onNext(req);
-      Object got = responses.poll(10, TimeUnit.SECONDS);
+      Object got = responses.poll(60, TimeUnit.SECONDS);
       assertTrue(got instanceof HandshakerResp, "a response to every request, got " + got);
       return (HandshakerResp) got;
     }
