@@ -114,11 +114,12 @@ final class DataJoins {
    */
   int topUp(ChannelHandlerContext ctx, int join, ByteBuf in, int pos, int length, int flags,
       boolean rewritable) {
-    ByteBuf joined = buffers[join];
-    int take = Math.max(0, FrameSlicer.JOIN_BYTES - payloadBytes(join));
     if (!rewritable) {
-      take = 0;
-    } else if (length - take < FrameSlicer.JOIN_BYTES) {
+      handOn(ctx, join, 0);
+      return pos;
+    }
+    int take = Math.max(0, FrameSlicer.JOIN_BYTES - payloadBytes(join));
+    if (length - take < FrameSlicer.JOIN_BYTES) {
       take = length;
     }
     int stream = streams[join];
@@ -126,8 +127,7 @@ final class DataJoins {
       handOn(ctx, join, 0);
       return pos;
     }
-    joined = buffers[join];
-    joined.writeBytes(in, pos + FrameHeader.BYTES, take);
+    buffers[join].writeBytes(in, pos + FrameHeader.BYTES, take);
     if (take == length) {
       handOn(ctx, join, flags & FLAG_END_STREAM);
       return pos + FrameHeader.BYTES + length;

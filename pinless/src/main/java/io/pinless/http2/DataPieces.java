@@ -26,10 +26,13 @@ import io.netty.channel.ChannelHandlerContext;
  * {@link FrameSlicer#JOIN_BYTES} stays open as its stream's join.
  *
  * <p>Memory: between reads it holds at most one gathered copy of up to {@link
- * DataJoins#JOIN_CAPACITY} bytes. Pieces go on as retained slices of the read buffer (which they
+ * DataJoins#JOIN_CAPACITY} bytes, its room at most twice the bytes it has (at least 256), so a
+ * frame's length alone allocates nothing ahead of its bytes. Pieces go on as retained slices of the read buffer (which they
  * pin until gRPC releases them) or, where a slice may not pin its buffer, as copies.
  */
 final class DataPieces {
+  /** The least room of a first gathered copy: a trickle does not regrow it for every byte. */
+  private static final int MIN_GATHER_BYTES = 256;
   private final FrameOutput output;
   private final DataJoins joins;
   /** Payload bytes still to come. */
@@ -104,7 +107,9 @@ final class DataPieces {
       // The gathered pieces take enough of this large one to go on at least JOIN_BYTES long;
       // the piece's header then goes over bytes they copied.
       int take = FrameSlicer.JOIN_BYTES - gatheredPayload();
-      gathered.ensureWritable(take);
+      if (gathered.writableBytes() < take) {
+        moveGathered(ctx, FrameSlicer.JOIN_BYTES);
+      }
       gathered.writeBytes(in, take);
       left -= take;
       n -= take;
@@ -157,18 +162,21 @@ final class DataPieces {
     int remaining = n;
     while (remaining > 0) {
       if (gathered == null) {
-        // Room for the frame's rest, or, when a frame of its stream joins it, for the join.
+        // Room for the frame's rest, or, when a frame of its stream joins it, for the join; no
+        // more than twice what has come, so a header's claim allocates nothing ahead.
         int room = remaining == left && keepsJoin()
             ? DataJoins.JOIN_CAPACITY - FrameHeader.BYTES
-            : Math.min(left, FrameSlicer.GATHER_BYTES);
+            : Math.min(left, Math.min(FrameSlicer.GATHER_BYTES, startRoom(remaining)));
         gathered = output.newCopy(ctx, FrameHeader.BYTES + room);
         gathered.writerIndex(FrameHeader.BYTES);
+      } else if (!gathered.isWritable() && !fullSize()) {
+        grow(ctx, remaining);
       }
       int take = Math.min(remaining, gathered.writableBytes());
       gathered.writeBytes(in, take);
       remaining -= take;
       left -= take;
-      if (!gathered.isWritable() || left == 0 && !keepsJoin()) {
+      if (!gathered.isWritable() && fullSize() || left == 0 && !keepsJoin()) {
         handOnGathered(ctx);
       }
     }
@@ -176,6 +184,36 @@ final class DataPieces {
       joins.open(stream, gathered);
       gathered = null;
     }
+  }
+
+  /** The room a first gathered copy gets for {@code bytes} come: twice them, at least 256. */
+  private static int startRoom(int bytes) {
+    return Math.max(MIN_GATHER_BYTES, 2 * bytes);
+  }
+
+  /**
+   * Moves what is gathered into a copy with room for twice as much, up to {@link
+   * FrameSlicer#GATHER_BYTES} and the frame's rest, for {@code bytes} more to come.
+   */
+  private void grow(ChannelHandlerContext ctx, int bytes) {
+    int payload = gatheredPayload();
+    moveGathered(ctx, Math.min(payload + left,
+        Math.min(FrameSlicer.GATHER_BYTES, Math.max(2 * payload, payload + startRoom(bytes)))));
+  }
+
+  /** Whether the gathered copy has a join's size: full, it goes on. */
+  private boolean fullSize() {
+    return gathered.capacity() >= DataJoins.JOIN_CAPACITY;
+  }
+
+  /**
+   * Moves what is gathered into a new tracked copy with room for {@code payload} bytes in all (a
+   * copy the budget tracks does not grow in place: the budget counts its size once).
+   */
+  private void moveGathered(ChannelHandlerContext ctx, int payload) {
+    ByteBuf larger = output.newCopy(ctx, FrameHeader.BYTES + payload).writeBytes(gathered);
+    gathered.release();
+    gathered = larger;
   }
 
   /** Whether the frame, once whole, leaves what is gathered open as a join of its stream. */

@@ -121,6 +121,10 @@ public final class FrameSlicer {
   private final DataPieces pieces;
   private final WholeFrame whole;
   private State state;
+  /** A read is being sliced: a {@link #release} waits for its end. */
+  private boolean slicing;
+  /** {@link #release} was called while slicing. */
+  private boolean releaseAfterSlice;
   /** The cut frame header in {@link State#HEADER} (made only then: an idle slicer has none). */
   private byte[] header;
   /** How many bytes of {@link #header} are filled. */
@@ -157,6 +161,7 @@ public final class FrameSlicer {
    * @param in owned: released here; what goes on are retained slices of it and copies
    */
   public void slice(ChannelHandlerContext ctx, ByteBuf in) {
+    slicing = true;
     try {
       if (state == State.PASS_THROUGH) {
         output.handOn(ctx, output.sliceOf(in, in.readerIndex(), in.readableBytes()));
@@ -165,8 +170,12 @@ public final class FrameSlicer {
         output.handOnRegion(ctx);
       }
     } finally {
+      slicing = false;
       output.endRead();
       in.release();
+      if (releaseAfterSlice) {
+        release();
+      }
     }
   }
 
@@ -225,8 +234,16 @@ public final class FrameSlicer {
     return joins.count() < open;
   }
 
-  /** Releases what a frame in progress holds; the slicer then holds nothing. */
+  /**
+   * Releases what a frame in progress holds; the slicer then holds nothing. Called while it hands
+   * a frame on (the next handler closed the channel), it releases once the read is sliced.
+   */
   public void release() {
+    if (slicing) {
+      releaseAfterSlice = true;
+      return;
+    }
+    releaseAfterSlice = false;
     joins.release();
     header = null;
     headerBytes = 0;
@@ -317,7 +334,7 @@ public final class FrameSlicer {
       int flags = in.getUnsignedByte(pos + 4);
       int stream = in.getInt(pos + 5) & 0x7fffffff;
       int join = joins.indexOf(stream);
-      if (joins(length, flags, join)) {
+      if (joins(length, flags, stream, join)) {
         handOnRun(ctx, in, runStart, pos, run);
         joins.join(ctx, join, stream, in, pos, length, flags);
         pos += FrameHeader.BYTES + length;
@@ -438,11 +455,20 @@ public final class FrameSlicer {
   /**
    * Whether a whole DATA frame joins: small and unpadded, given headroom (the slicer rewrites
    * frames only then), into its stream's open join or a new one (not for a frame that ends its
-   * stream: it has nothing to join).
+   * stream: it has nothing to join, nor on a stream that {@link #mayJoin} refuses).
    */
-  private boolean joins(int length, int flags, int join) {
+  private boolean joins(int length, int flags, int stream, int join) {
     return readHeadroom && length < JOIN_BYTES && (flags & FLAG_PADDED) == 0
-        && (join >= 0 || (flags & FLAG_END_STREAM) == 0 && joins.hasRoom());
+        && (join >= 0 || (flags & FLAG_END_STREAM) == 0 && joins.hasRoom() && mayJoin(stream));
+  }
+
+  /**
+   * Whether DATA of {@code stream} may wait in a join while DATA of other streams goes on: only on
+   * an odd stream, a client's, which gRPC's peers use. DATA on stream 0 or an even stream is a
+   * connection error for grpc-netty, and nothing the peer sent after it may reach it first.
+   */
+  private static boolean mayJoin(int stream) {
+    return (stream & 1) == 1;
   }
 
   /** Whether a frame cut by a read goes on in pieces: unpadded DATA, given headroom. */

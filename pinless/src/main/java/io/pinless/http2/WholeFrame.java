@@ -15,8 +15,9 @@ import io.netty.channel.ChannelHandlerContext;
  *
  * <p>Invariant: the parts of a DATA frame large enough against its read buffer ({@link
  * FrameSlicer#mayPin}) are retained slices; every other part is copied into pieces of at most
- * {@link #COPY_PIECE_BYTES}, so a frame's length never makes it allocate more than one piece
- * ahead of the bytes that have come.
+ * {@link #COPY_PIECE_BYTES}, each no larger than what has come of the frame with it (at least
+ * {@link #MIN_PIECE_BYTES}): a frame's length never makes it allocate ahead of the bytes that
+ * have come, and what it holds is at most twice those bytes, or one smallest piece.
  *
  * <p>Memory: it holds the parts received so far, copies and slices (which pin their read
  * buffers), until the frame is whole; then nothing.
@@ -24,6 +25,8 @@ import io.netty.channel.ChannelHandlerContext;
 final class WholeFrame {
   /** Copies of a frame's parts grow in pieces of at most this many bytes (16 KiB). */
   static final int COPY_PIECE_BYTES = 16384;
+  /** The smallest piece, so a frame that trickles in does not take a piece per byte. */
+  static final int MIN_PIECE_BYTES = 64;
 
   private final FrameOutput output;
   /** Bytes still to come, header included. */
@@ -111,7 +114,11 @@ final class WholeFrame {
     int remaining = n;
     while (remaining > 0) {
       if (copyPiece == null) {
-        copyPiece = output.newCopy(ctx, Math.min(left, COPY_PIECE_BYTES));
+        // No larger than what has come of the frame with this part: a header's claim alone
+        // allocates nothing ahead of the peer's bytes.
+        int received = frameBytes - left + remaining;
+        copyPiece = output.newCopy(ctx,
+            Math.min(left, Math.min(COPY_PIECE_BYTES, Math.max(MIN_PIECE_BYTES, received))));
       }
       int take = Math.min(remaining, copyPiece.writableBytes());
       copyPiece.writeBytes(in, take);
