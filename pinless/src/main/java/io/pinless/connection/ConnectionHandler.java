@@ -73,6 +73,8 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
   private boolean installed;
   /** The connection ended after {@link #install}: it left the open connections. */
   private boolean ended;
+  /** The handler left the pipeline: what a read's later records bring is released. */
+  private boolean removed;
   /** A task is queued to hand on the joins of streams a write ended. */
   private boolean endedJoinsPending;
 
@@ -163,9 +165,12 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
     }
   }
 
-  /** @param plaintext owned: sliced, or handed on */
+  /** @param plaintext owned: sliced, handed on, or released once the handler has left */
   private void plaintext(ChannelHandlerContext ctx, ByteBuf plaintext) {
-    if (slicer != null) {
+    if (removed) {
+      // Left the pipeline in the middle of a read: the stages are released for good.
+      plaintext.release();
+    } else if (slicer != null) {
       slice(ctx, plaintext);
     } else {
       ctx.fireChannelRead(plaintext);
@@ -324,6 +329,7 @@ public final class ConnectionHandler extends ChannelDuplexHandler {
 
   @Override
   public void handlerRemoved(ChannelHandlerContext ctx) {
+    removed = true;
     try {
       if (records != null) {
         records.release();

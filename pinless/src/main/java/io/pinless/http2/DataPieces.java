@@ -201,9 +201,9 @@ final class DataPieces {
         Math.min(FrameSlicer.GATHER_BYTES, Math.max(2 * payload, payload + startRoom(bytes)))));
   }
 
-  /** Whether the gathered copy has a join's size: full, it goes on. */
+  /** Whether the gathered copy has room for a whole gather: full, it goes on. */
   private boolean fullSize() {
-    return gathered.capacity() >= DataJoins.JOIN_CAPACITY;
+    return gathered.capacity() - FrameHeader.BYTES >= FrameSlicer.GATHER_BYTES;
   }
 
   /**
@@ -218,7 +218,7 @@ final class DataPieces {
 
   /** Whether the frame, once whole, leaves what is gathered open as a join of its stream. */
   private boolean keepsJoin() {
-    return (flags & FLAG_END_STREAM) == 0 && joins.hasRoom()
+    return (flags & FLAG_END_STREAM) == 0 && joins.hasRoom() && FrameSlicer.mayJoin(stream)
         && (gathered == null || gatheredPayload() < FrameSlicer.JOIN_BYTES);
   }
 

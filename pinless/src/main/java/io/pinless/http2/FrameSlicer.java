@@ -467,7 +467,7 @@ public final class FrameSlicer {
    * an odd stream, a client's, which gRPC's peers use. DATA on stream 0 or an even stream is a
    * connection error for grpc-netty, and nothing the peer sent after it may reach it first.
    */
-  private static boolean mayJoin(int stream) {
+  static boolean mayJoin(int stream) {
     return (stream & 1) == 1;
   }
 

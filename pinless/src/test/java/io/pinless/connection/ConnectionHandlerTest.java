@@ -156,6 +156,34 @@ class ConnectionHandlerTest {
   }
 
   @Test
+  void removedWhileARecordsFramesGoOnItReleasesWhatTheReadsLaterRecordsBring() {
+    PooledByteBufAllocator pool = new PooledByteBufAllocator(true, 1, 1, 8192, 9, 0, 0, false);
+    ConnectionHandler removed = new ConnectionHandler(budget, false, 32768);
+    EmbeddedChannel other = new EmbeddedChannel();
+    other.config().setAllocator(pool);
+    other.pipeline().addLast(removed, new ChannelInboundHandlerAdapter() {
+      /** @param msg owned: released; the first removes the connection handler */
+      @Override
+      public void channelRead(ChannelHandlerContext ctx, Object msg) {
+        ((ByteBuf) msg).release();
+        if (ctx.pipeline().context(removed) != null) {
+          ctx.pipeline().remove(removed);
+        }
+      }
+    });
+    removed.install(new LengthStage(), new FrameSlicer(false, 16384, budget, true));
+    ByteBuf read = pool.directBuffer(64);
+    // Record 1: a small DATA frame, which joins, and a PING, which hands the join on first.
+    read.writeByte(9 + 10 + 9 + 8).writeBytes(new byte[] {0, 0, 10, 0, 0, 0, 0, 0, 1});
+    read.writeZero(10).writeBytes(new byte[] {0, 0, 8, 6, 0, 0, 0, 0, 0}).writeZero(8);
+    // Record 2: the head of a 16 KiB DATA frame, which the slicer would gather.
+    read.writeByte(9 + 100).writeBytes(new byte[] {0, 0x40, 0, 0, 0, 0, 0, 0, 3}).writeZero(100);
+    other.writeOneInbound(read);
+    other.finishAndReleaseAll();
+    assertEquals(0, budget.retainedBytes(), "bytes held once the handler left");
+  }
+
+  @Test
   void anInstalledConnectionIsOpenUntilItEndsAndLeavesTheCountOnce() {
     long before = Metric.CONNECTIONS_OPEN.value();
     connection.install(null, new FrameSlicer(false, 16384, budget, true));

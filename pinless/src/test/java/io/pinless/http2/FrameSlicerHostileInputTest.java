@@ -109,6 +109,38 @@ class FrameSlicerHostileInputTest {
   }
 
   @Test
+  void aCutDataFrameOnStreamZeroOrAnEvenStreamIsNotOvertakenByLaterData() {
+    for (int stream : new int[] {0, 2}) {
+      out.frames.clear();
+      read(frame(DATA, 0, stream, 100, 50));
+      read(concat(new byte[50], frame(DATA, 0, 1, 2000)));
+      ch.flushInbound();
+      assertEquals("0 0 " + stream + " 100", out.frames.get(0), out.frames.toString());
+    }
+  }
+
+  @Test
+  void noGatheredPieceUnderAGatherGoesOnWhileMoreOfTheFrameIsToCome() {
+    // The gathered copy grows with what comes: 2044 bytes, then 4088, then a whole gather.
+    read(frame(DATA, 0, 1, 16384, 1022));
+    read(new byte[1022]);
+    read(new byte[100]);
+    read(new byte[1944]);
+    for (String f : out.frames) {
+      assertTrue(Integer.parseInt(f.split(" ")[3]) >= FrameSlicer.GATHER_BYTES,
+          out.frames.toString());
+    }
+    // A larger piece comes: what is gathered goes on before it.
+    read(new byte[16384 - 4088]);
+    ch.flushInbound();
+    int payload = 0;
+    for (String f : out.frames) {
+      payload += Integer.parseInt(f.split(" ")[3]);
+    }
+    assertEquals(16384, payload);
+  }
+
+  @Test
   void aFrameHeaderClaimingALargeFrameAllocatesNoMoreThanTwiceWhatCame() {
     // A HEADERS frame claiming 64 KiB of a connection with that maximum, its first byte only.
     Http2FrameSlicer large = new Http2FrameSlicer(false, 1 << 16, budget, true);
