@@ -53,8 +53,9 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * <p>Ownership: a message parsed on the zero-copy path owns the buffers of its bytes until
  * {@link #release} (or closing its {@link #lease}). After that its {@code bytes} fields read
  * memory that may hold another message: the application must not touch the message again, nor
- * any {@code ByteString} or buffer taken from it. A message never released is reported by
- * Netty's leak detector and, once garbage-collected, logged and counted in
+ * any {@code ByteString} or buffer taken from it, nor any message built from it (by its builder,
+ * or holding it as a field), which holds views of the same buffers. A message never released is
+ * reported by Netty's leak detector and, once garbage-collected, logged and counted in
  * {@link io.pinless.PinlessMetrics}. Its buffers are then never freed, since a view taken from it
  * may outlive it.
  *
@@ -63,9 +64,12 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * policy) serializes it again after {@code sendMessage} returned. A sent message may be released
  * once {@code sendMessage} returned: the release copies it to the heap, and a retry sends that
  * copy. With {@link #keepSentUntilClose()} on the channel the release makes no copy: the buffers
- * are freed at the later of the release and the call's close. A message released before its
- * first send is never serialized: {@link #stream} throws {@link io.grpc.StatusRuntimeException}
- * with {@link Status#FAILED_PRECONDITION}, which fails the call.
+ * are freed at the later of the release and the call's close. That copy is then skipped for every
+ * send of the message, so one also sent on a channel without the interceptor is released only
+ * once that call closed. A message built from a zero-copy one takes no hold when sent: the
+ * received message is released only once that call closed. A message released before its first
+ * send is never serialized: {@link #stream} throws {@link io.grpc.StatusRuntimeException} with
+ * {@link Status#FAILED_PRECONDITION}, which fails the call.
  *
  * <p>The zero-copy path needs gRPC's message stream to be {@link KnownLength},
  * {@link io.grpc.HasByteBuffer} and {@link io.grpc.Detachable} with its pieces in NIO buffers
@@ -326,9 +330,11 @@ public final class ZeroCopyMarshaller<T extends MessageLite>
       in.checkLastTagWas(0);
       return message;
     } catch (InvalidProtocolBufferException e) {
+      // The half-parsed message protobuf attaches may alias the received buffers, which are
+      // freed before the status reaches the application: the cause goes without it.
       throw Status.INTERNAL
           .withDescription("Invalid protobuf byte sequence")
-          .withCause(e)
+          .withCause(e.setUnfinishedMessage(null))
           .asRuntimeException();
     }
   }

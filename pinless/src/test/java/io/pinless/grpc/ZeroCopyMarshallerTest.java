@@ -3,11 +3,13 @@ package io.pinless.grpc;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.google.protobuf.ByteString;
+import com.google.protobuf.InvalidProtocolBufferException;
 import io.grpc.CallOptions;
 import io.grpc.Drainable;
 import io.grpc.HasByteBuffer;
@@ -317,6 +319,29 @@ class ZeroCopyMarshallerTest {
 
     assertSame(Chunk.getDefaultInstance(), chunk);
     assertFalse(marshaller.isZeroCopy(chunk));
+  }
+
+  @Test
+  void aFailedParseLeavesTheApplicationNoViewOfTheFreedBuffers() throws IOException {
+    // A whole 8 KiB bytes field, which the parse aliases, then a field claiming 1,000,000 bytes.
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    Chunk.newBuilder().setOffset(7).setData(ByteString.copyFrom(new byte[8192])).build()
+        .writeTo(out);
+    out.write(new byte[] {0x1a, (byte) 0xc0, (byte) 0x84, 0x3d});
+    List<ByteBuf> pieces = PieceStreams.direct(out.toByteArray());
+    try (InputStream stream = PieceStreams.open(pieces)) {
+      StatusRuntimeException e =
+          assertThrows(StatusRuntimeException.class, () -> marshaller.parse(stream));
+      // protobuf attaches the half-parsed message to its exception; gRPC hands the status, cause
+      // included, to the application once the buffers it aliases are freed.
+      for (Throwable t = e; t != null; t = t.getCause()) {
+        if (t instanceof InvalidProtocolBufferException) {
+          assertNull(((InvalidProtocolBufferException) t).getUnfinishedMessage(),
+              "the cause carries no message aliasing the received buffers");
+        }
+      }
+      assertTrue(e.getCause() instanceof InvalidProtocolBufferException, "the cause is kept");
+    }
   }
 
   @Test
