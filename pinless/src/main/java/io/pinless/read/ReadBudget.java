@@ -232,7 +232,9 @@ public final class ReadBudget {
    * (what messages still arriving pin, which the limit does not bound).
    */
   public boolean isExceeded(long allowanceBytes) {
-    long bound = limitBytes + Math.max(0, allowanceBytes);
+    // Saturating: a limit near Long.MAX_VALUE is no limit, whatever the allowance.
+    long allowance = Math.max(0, allowanceBytes);
+    long bound = limitBytes > Long.MAX_VALUE - allowance ? Long.MAX_VALUE : limitBytes + allowance;
     return trackedBytes > bound && retainedBytes() > bound;
   }
 

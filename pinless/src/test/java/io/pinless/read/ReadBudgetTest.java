@@ -6,11 +6,24 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.PooledByteBufAllocator;
+import io.netty.buffer.Unpooled;
 import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
 class ReadBudgetTest {
+  @Test
+  void theLargestLimitIsNeverExceededWhateverTheAllowance() {
+    ReadBudget budget = new ReadBudget(Long.MAX_VALUE);
+    ByteBuf held = Unpooled.directBuffer(4096);
+    budget.track(held);
+    for (long allowance : new long[] {0, 1, 1 << 20, Long.MAX_VALUE}) {
+      assertFalse(budget.isExceeded(allowance), "allowance " + allowance);
+    }
+    held.release();
+    budget.releaseAll();
+  }
+
   @Test
   void countsRetainedBuffersUntilReleasedAndGrowsItsArraysWhenNeeded() {
     ReadBudget budget = new ReadBudget(100_000);
