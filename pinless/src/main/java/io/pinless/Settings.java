@@ -7,7 +7,8 @@ import java.util.Locale;
 
 /**
  * Every switch pinless reads, read here once when the class loads. System properties win over
- * environment variables.
+ * environment variables. A bad value fails every accessor with an {@link IllegalArgumentException}
+ * naming it.
  *
  * <ul>
  *   <li>{@code pinless.enabled} / {@code PINLESS_ENABLED} ({@code true}): {@code false} makes
@@ -35,26 +36,69 @@ import java.util.Locale;
  * </ul>
  */
 public final class Settings {
-  private static final boolean ENABLED = bool("pinless.enabled", true);
-  private static final boolean PROVIDER = bool("pinless.provider", false);
-  private static final long READ_BUDGET_BYTES =
-      positiveLong("pinless.read.budgetBytes", ReadBudget.DEFAULT_LIMIT_BYTES);
-  private static final long PROCESS_BUDGET_BYTES =
-      nonNegativeLong("pinless.process.budgetBytes", ProcessBudget.defaultLimitBytes());
-  private static final boolean HOLD_WHILE_UNWRITABLE =
-      bool("pinless.read.holdWhileUnwritable", false);
   private static final String ALTS_CRYPTO_PROPERTY = "pinless.alts.crypto";
   private static final List<String> ALTS_CRYPTO_VALUES = List.of("auto", "conscrypt", "jdk");
-  private static final String ALTS_CRYPTO = string(ALTS_CRYPTO_PROPERTY, "auto");
   /** HTTP/2's bounds on SETTINGS_MAX_FRAME_SIZE (RFC 9113, section 6.5.2). */
   private static final long MIN_FRAME_SIZE = 16384;
   private static final long MAX_FRAME_SIZE = (1 << 24) - 1;
-  private static final int HTTP2_MAX_FRAME_SIZE = frameSize("pinless.http2.maxFrameSize", 65536);
+
+  /**
+   * The first bad setting, or null. Every accessor throws it (wrapped afresh) rather than the
+   * class failing to load: a bad value then fails each use with an {@link
+   * IllegalArgumentException} naming it, not with {@link NoClassDefFoundError}.
+   */
+  private static final IllegalArgumentException BAD;
+  private static final boolean ENABLED;
+  private static final boolean PROVIDER;
+  private static final long READ_BUDGET_BYTES;
+  private static final long PROCESS_BUDGET_BYTES;
+  private static final boolean HOLD_WHILE_UNWRITABLE;
+  private static final String ALTS_CRYPTO;
+  private static final int HTTP2_MAX_FRAME_SIZE;
+
+  static {
+    IllegalArgumentException bad = null;
+    boolean enabled = true;
+    boolean provider = false;
+    long readBudget = ReadBudget.DEFAULT_LIMIT_BYTES;
+    long processBudget = 0;
+    boolean holdWhileUnwritable = false;
+    String altsCrypto = "auto";
+    int maxFrameSize = 65536;
+    try {
+      enabled = bool("pinless.enabled", true);
+      provider = bool("pinless.provider", false);
+      readBudget = positiveLong("pinless.read.budgetBytes", ReadBudget.DEFAULT_LIMIT_BYTES);
+      processBudget =
+          nonNegativeLong("pinless.process.budgetBytes", ProcessBudget.defaultLimitBytes());
+      holdWhileUnwritable = bool("pinless.read.holdWhileUnwritable", false);
+      altsCrypto = string(ALTS_CRYPTO_PROPERTY, "auto");
+      maxFrameSize = frameSize("pinless.http2.maxFrameSize", 65536);
+    } catch (IllegalArgumentException e) {
+      bad = e;
+    }
+    BAD = bad;
+    ENABLED = enabled;
+    PROVIDER = provider;
+    READ_BUDGET_BYTES = readBudget;
+    PROCESS_BUDGET_BYTES = processBudget;
+    HOLD_WHILE_UNWRITABLE = holdWhileUnwritable;
+    ALTS_CRYPTO = altsCrypto;
+    HTTP2_MAX_FRAME_SIZE = maxFrameSize;
+  }
+
+  /** @throws IllegalArgumentException naming the first bad setting, if any */
+  private static void check() {
+    if (BAD != null) {
+      throw new IllegalArgumentException(BAD.getMessage(), BAD);
+    }
+  }
 
   private Settings() {}
 
   /** Whether pinless builds its own pipeline (else the stock grpc-netty one). */
   public static boolean enabled() {
+    check();
     return ENABLED;
   }
 
@@ -63,26 +107,31 @@ public final class Settings {
    * #enabled()}: the rollback switch turns the providers off too.
    */
   public static boolean provider() {
+    check();
     return PROVIDER && ENABLED;
   }
 
   /** The read budget of a connection, in bytes. */
   public static long readBudgetBytes() {
+    check();
     return READ_BUDGET_BYTES;
   }
 
   /** The received bytes all pinless connections of the process may hold; 0 for no bound. */
   public static long processBudgetBytes() {
+    check();
     return PROCESS_BUDGET_BYTES;
   }
 
   /** Whether reads are held while the channel is not writable. */
   public static boolean holdWhileUnwritable() {
+    check();
     return HOLD_WHILE_UNWRITABLE;
   }
 
   /** The SETTINGS_MAX_FRAME_SIZE a pinless connection advertises. */
   public static int http2MaxFrameSize() {
+    check();
     return HTTP2_MAX_FRAME_SIZE;
   }
 
@@ -94,6 +143,7 @@ public final class Settings {
    * @throws IllegalArgumentException naming the setting and its value when it is none of them
    */
   public static String altsCrypto() {
+    check();
     String value = ALTS_CRYPTO.toLowerCase(Locale.ROOT);
     if (!ALTS_CRYPTO_VALUES.contains(value)) {
       throw new IllegalArgumentException(
