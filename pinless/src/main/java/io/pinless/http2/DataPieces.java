@@ -27,8 +27,9 @@ import io.netty.channel.ChannelHandlerContext;
  *
  * <p>Memory: between reads it holds at most one gathered copy of up to {@link
  * DataJoins#JOIN_CAPACITY} bytes, its room at most twice the bytes it has (at least 256), so a
- * frame's length alone allocates nothing ahead of its bytes. Pieces go on as retained slices of the read buffer (which they
- * pin until gRPC releases them) or, where a slice may not pin its buffer, as copies.
+ * frame's length alone allocates nothing ahead of its bytes. Pieces go on as retained slices of
+ * the read buffer (which they pin until gRPC releases them) or, where a slice may not pin its
+ * buffer, as copies.
  */
 final class DataPieces {
   /** The least room of a first gathered copy: a trickle does not regrow it for every byte. */
