@@ -27,6 +27,7 @@ import io.grpc.stub.ClientCalls;
 import io.pinless.PinlessMetrics.Metric;
 import io.pinless.testing.TestCertificates;
 import io.pinless.testing.TestCertificates.Identity;
+import io.pinless.testing.TlsPeer;
 import java.io.ByteArrayInputStream;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;

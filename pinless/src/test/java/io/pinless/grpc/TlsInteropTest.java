@@ -29,6 +29,7 @@ import io.netty.handler.ssl.ClientAuth;
 import io.netty.handler.ssl.SslProvider;
 import io.pinless.PinlessMetrics.Metric;
 import io.pinless.testing.TestCertificates;
+import io.pinless.testing.TlsPeer;
 import java.net.InetSocketAddress;
 import java.util.ArrayList;
 import java.util.Iterator;

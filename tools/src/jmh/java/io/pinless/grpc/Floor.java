@@ -3,12 +3,12 @@ package io.pinless.grpc;
 import io.grpc.Attributes;
 import io.grpc.CallOptions;
 import io.grpc.ClientCall;
-import io.grpc.Grpc;
 import io.grpc.Metadata;
 import io.grpc.Status;
 import io.pinless.alts.AeadCost;
 import io.pinless.testing.Chunk;
 import io.pinless.testing.ChunkService;
+import io.pinless.testing.TlsPeer;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.nio.channels.ServerSocketChannel;
@@ -24,7 +24,6 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.SynchronousQueue;
 import java.util.concurrent.TimeUnit;
-import javax.net.ssl.SSLSession;
 
 /**
  * The floor under a download's receive path, measured beside pinless and stock in one JVM: how
@@ -249,8 +248,7 @@ public final class Floor {
       keyBytes = 16;
       recordBytes = alts.maxFrameSize() - AeadCost.ALTS_FRAME_OVERHEAD_BYTES;
     } else {
-      SSLSession negotiated = attrs.get(Grpc.TRANSPORT_ATTR_SSL_SESSION);
-      String suite = negotiated.getCipherSuite();
+      String suite = TlsPeer.cipherSuite(attrs);
       if (!suite.contains("_GCM_")) {
         throw new IllegalStateException("the floor measures AES-GCM, not " + suite);
       }
